@@ -378,7 +378,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 			ws = k.newWindow(e.Window, n.m.NewState())
 			n.setEventTimers(kg, k, ws)
 		}
-		if ws.st.Closed {
+		if ws.st.Closed() {
 			dropped++
 			if err := n.late.drop(e, n.wm); err != nil {
 				return err
@@ -473,7 +473,7 @@ func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown boo
 		// The usual case, and without building a list: the key's one
 		// window grows or stays apart.
 		c := k.win(0)
-		if c.st.Closed || !c.w.Intersects(w) {
+		if c.st.Closed() || !c.w.Intersects(w) {
 			return nil, false
 		}
 		span := w.Span(c.w)
@@ -486,7 +486,7 @@ func (n *aggNode) mergeInto(k *aggKey, w window.Window) (ws *winState, grown boo
 	kept := k.windows()[:0]
 	var merged []*winState
 	for _, c := range k.windows() {
-		if !c.st.Closed && c.w.Intersects(w) {
+		if !c.st.Closed() && c.w.Intersects(w) {
 			merged = append(merged, c)
 			span = span.Span(c.w)
 			continue

@@ -2,7 +2,7 @@ package runner
 
 // This file holds a keyed aggregation's record of one key (aggKey) and of
 // its windows (winState), and the compact layout that keeps a held key at
-// one 112-byte object.
+// one 96-byte object.
 
 import (
 	"unsafe"
@@ -13,7 +13,7 @@ import (
 // winState is one key's state in one window of an aggregation. Its
 // marks (whether it is queued for evaluation, whether its pane is held
 // back) are in st.Marks, which the window machine leaves alone: a
-// window's state is then 72 bytes, not 80.
+// window's state is then 56 bytes, not 64.
 type winState struct {
 	w   window.Window
 	st  window.State
@@ -30,14 +30,14 @@ const (
 	markQueued
 )
 
-func (ws *winState) held() bool   { return ws.st.Marks&markHeld != 0 }
-func (ws *winState) queued() bool { return ws.st.Marks&markQueued != 0 }
+func (ws *winState) held() bool   { return ws.st.Marks()&markHeld != 0 }
+func (ws *winState) queued() bool { return ws.st.Marks()&markQueued != 0 }
 
 func (ws *winState) setMark(m uint8, on bool) {
 	if on {
-		ws.st.Marks |= m
+		ws.st.SetMarks(ws.st.Marks() | m)
 	} else {
-		ws.st.Marks &^= m
+		ws.st.SetMarks(ws.st.Marks() &^ m)
 	}
 }
 
@@ -69,7 +69,7 @@ type aggKey struct {
 	// bits holds keyWin0, keySpent and keyDead.
 	bits uint8
 	// inline holds the key's encoding when it is short (setStr): one
-	// object per key, not two. With it the key is 112 bytes, a size class.
+	// object per key, not two. With it the key is 96 bytes, a size class.
 	inline [keyInline]byte
 }
 
@@ -302,7 +302,7 @@ func (k *aggKey) compact() {
 		return
 	}
 	ws := x.more[0]
-	if ws.st.Marks != 0 {
+	if ws.st.Marks() != 0 {
 		return
 	}
 	k.win0 = *ws

@@ -300,7 +300,7 @@ func TestAggKeyCompact(t *testing.T) {
 			first := k.newWindow(w1, window.State{})
 			second := k.newWindow(w2, window.State{NextIndex: 3})
 			second.acc = int64(42)
-			second.st.Marks = tc.marks
+			second.st.SetMarks(tc.marks)
 			if !tc.both {
 				if tc.spent {
 					k.bits |= keySpent
@@ -312,7 +312,7 @@ func TestAggKeyCompact(t *testing.T) {
 				t.Fatalf("the window moved into win0: %v, want %v", moved, tc.wantMoved)
 			}
 			last := k.win(k.nwin() - 1)
-			if last.w != w2 || last.st.NextIndex != 3 || last.acc != int64(42) || last.st.Marks != tc.marks {
+			if last.w != w2 || last.st.NextIndex != 3 || last.acc != int64(42) || last.st.Marks() != tc.marks {
 				t.Fatalf("the window reads %+v after compact, want w2's state", *last)
 			}
 			if tc.wantMoved {

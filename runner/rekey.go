@@ -131,7 +131,7 @@ func (n *aggNode) mergeMoved(dst *aggKey, ws *winState) {
 	// earlier key in memory.
 	nw := dst.newWindow(ws.w, ws.st)
 	nw.acc = ws.acc
-	nw.st.Marks = 0
+	nw.st.SetMarks(0)
 	if n.merging {
 		n.mergeInto(dst, ws.w)
 	}

@@ -28,30 +28,9 @@ const (
 // AppendBinary appends a compact encoding of st (a few bytes for the
 // common triggers), for checkpoints that hold one State per key and window.
 func (st *State) AppendBinary(dst []byte) []byte {
-	var f byte
-	if st.NewData {
-		f |= flagNewData
-	}
-	if st.HasData {
-		f |= flagHasData
-	}
-	if st.NonEarlyFired {
-		f |= flagNonEarlyFired
-	}
-	if st.Closed {
-		f |= flagClosed
-	}
-	dst = append(dst, f)
+	dst = append(dst, st.Trigger.win)
 	dst = binary.AppendVarint(dst, st.NextIndex)
 	return st.Trigger.appendBinary(dst)
-}
-
-// subs returns the states of t's sub-triggers (nil for none).
-func (t *TriggerState) subs() []TriggerState {
-	if t.Sub == nil {
-		return nil
-	}
-	return *t.Sub
 }
 
 func (t *TriggerState) appendBinary(dst []byte) []byte {
@@ -64,8 +43,8 @@ func (t *TriggerState) appendBinary(dst []byte) []byte {
 	}
 	dst = append(dst, f)
 	dst = binary.AppendVarint(dst, int64(t.Count))
-	dst = binary.AppendVarint(dst, int64(t.Deadline))
-	sub := t.subs()
+	dst = binary.AppendVarint(dst, int64(t.Deadline()))
+	sub := t.Subs()
 	dst = binary.AppendUvarint(dst, uint64(len(sub)))
 	for i := range sub {
 		dst = sub[i].appendBinary(dst)
@@ -78,15 +57,15 @@ func (st *State) DecodeBinary(b []byte) ([]byte, error) {
 	if len(b) < 1 {
 		return nil, errCorrupt
 	}
-	f := b[0]
-	st.NewData, st.HasData = f&flagNewData != 0, f&flagHasData != 0
-	st.NonEarlyFired, st.Closed = f&flagNonEarlyFired != 0, f&flagClosed != 0
+	f := b[0] & (flagNewData | flagHasData | flagNonEarlyFired | flagClosed)
 	n, k := binary.Varint(b[1:])
 	if k <= 0 {
 		return nil, errCorrupt
 	}
 	st.NextIndex = n
-	return st.Trigger.decodeBinary(b[1+k:], 0)
+	rest, err := st.Trigger.decodeBinary(b[1+k:], 0)
+	st.Trigger.win = f
+	return rest, err
 }
 
 func (t *TriggerState) decodeBinary(b []byte, depth int) ([]byte, error) {
@@ -107,13 +86,13 @@ func (t *TriggerState) decodeBinary(b []byte, depth int) ([]byte, error) {
 	if k <= 0 {
 		return nil, errCorrupt
 	}
-	t.Deadline, b = mtime.Time(d), b[k:]
+	t.x, b = nil, b[k:]
+	t.setDeadline(mtime.Time(d))
 	ns, k := binary.Uvarint(b)
 	if k <= 0 || ns > uint64(len(b)) {
 		return nil, errCorrupt
 	}
 	b = b[k:]
-	t.Sub = nil
 	if ns == 0 {
 		return b, nil
 	}
@@ -124,6 +103,6 @@ func (t *TriggerState) decodeBinary(b []byte, depth int) ([]byte, error) {
 			return nil, err
 		}
 	}
-	t.Sub = &sub
+	t.setSubs(sub)
 	return b, nil
 }

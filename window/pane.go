@@ -70,31 +70,50 @@ type PaneInfo struct {
 // NoFiring is the pane of an element that was not produced by a trigger.
 var NoFiring = PaneInfo{Timing: Unknown, IsFirst: true, IsLast: true}
 
-// State is the trigger and pane bookkeeping of one key in one window.
+// State is the trigger and pane bookkeeping of one key in one window:
+// 24 bytes, since every window of every key holds one. Its flags (NewData,
+// HasData, NonEarlyFired, Closed) and the runner's Marks sit in the spare
+// bytes of its trigger's state.
 type State struct {
-	Trigger TriggerState `json:"trigger"`
+	Trigger TriggerState
 	// NextIndex is the index the next pane will carry.
-	NextIndex int64 `json:"next_index"`
-	// NewData is true when elements arrived since the last pane.
-	NewData bool `json:"new_data,omitempty"`
-	// HasData is true once any element arrived in the window.
-	HasData bool `json:"has_data,omitempty"`
-	// NonEarlyFired is true once an ON_TIME or LATE pane was emitted.
-	NonEarlyFired bool `json:"non_early_fired,omitempty"`
-	// Closed is true once the trigger finished: later elements are dropped.
-	Closed bool `json:"closed,omitempty"`
-	// Marks is the runner's own bookkeeping of the window (whether it is
-	// queued for evaluation, whether its pane is held back): the machine
-	// never reads or changes it, and it is never encoded. It sits in the
-	// padding after the flags above, so a window's state costs no more.
-	Marks uint8 `json:"-"`
+	NextIndex int64
 }
+
+// NewData reports whether elements arrived since the last pane.
+func (st *State) NewData() bool { return st.Trigger.win&flagNewData != 0 }
+
+// HasData reports whether any element arrived in the window.
+func (st *State) HasData() bool { return st.Trigger.win&flagHasData != 0 }
+
+// NonEarlyFired reports whether an ON_TIME or LATE pane was emitted.
+func (st *State) NonEarlyFired() bool { return st.Trigger.win&flagNonEarlyFired != 0 }
+
+// Closed reports whether the trigger finished: later elements are dropped.
+func (st *State) Closed() bool { return st.Trigger.win&flagClosed != 0 }
+
+// setFlag sets or clears one of the flags above.
+func (st *State) setFlag(f uint8, on bool) {
+	if on {
+		st.Trigger.win |= f
+	} else {
+		st.Trigger.win &^= f
+	}
+}
+
+// Marks returns the runner's own bookkeeping of the window (whether it is
+// queued for evaluation, whether its pane is held back): the machine never
+// reads or changes it, and it is never encoded.
+func (st *State) Marks() uint8 { return st.Trigger.marks }
+
+// SetMarks sets what Marks returns.
+func (st *State) SetMarks(m uint8) { st.Trigger.marks = m }
 
 // MayFire reports whether st could fire now for window w at watermark wm
 // and processing time now, without changing anything. The runner uses it to
 // evaluate only the windows an element can make fire.
 func (m *Machine) MayFire(st *State, w Window, wm, now mtime.Time) bool {
-	if st.Closed {
+	if st.Closed() {
 		return false
 	}
 	if m.defaultTrigger {
@@ -142,10 +161,9 @@ func (m *Machine) NewState() State {
 func (m *Machine) Droppable(w Window, wm mtime.Time) bool { return m.Strategy.Expired(w, wm) }
 
 // OnElement records an element of the window arriving at processing time now.
-// The caller must have checked Droppable and st.Closed first.
+// The caller must have checked Droppable and st.Closed() first.
 func (m *Machine) OnElement(st *State, now mtime.Time) {
-	st.NewData = true
-	st.HasData = true
+	st.Trigger.win |= flagNewData | flagHasData
 	if m.defaultTrigger {
 		return // the default trigger keeps no per-element state
 	}
@@ -162,32 +180,32 @@ func (m *Machine) OnElement(st *State, now mtime.Time) {
 // pane fires only if something is new (FIRE_IF_NON_EMPTY).
 func (m *Machine) Evaluate(st *State, w Window, wm, now mtime.Time) Firing {
 	c := TriggerContext{Window: w, Watermark: wm, Now: now}
-	closedBefore := st.Closed
+	closedBefore := st.Closed()
 	expired := m.Strategy.Expired(w, wm)
 	past := pastEnd(w, wm)
 	emit := false
-	if !st.Closed && m.Strategy.Trigger.ShouldFire(&st.Trigger, c) {
-		onTime := past && !st.NonEarlyFired && m.watermarkTrigger
+	if !st.Closed() && m.Strategy.Trigger.ShouldFire(&st.Trigger, c) {
+		onTime := past && !st.NonEarlyFired() && m.watermarkTrigger
 		m.Strategy.Trigger.OnFire(&st.Trigger, c)
-		emit = st.NewData || (onTime && st.HasData)
+		emit = st.NewData() || (onTime && st.HasData())
 		if st.Trigger.Finished {
-			st.Closed = true
+			st.setFlag(flagClosed, true)
 		}
 	}
 	// A closed window never fires again (Beam only fires windows that are
 	// active and open at garbage collection).
-	if expired && st.NewData && !closedBefore {
+	if expired && st.NewData() && !closedBefore {
 		emit = true
 	}
 	if !emit {
 		return Firing{Done: expired}
 	}
-	p := PaneInfo{Index: st.NextIndex, IsFirst: st.NextIndex == 0, IsLast: expired || st.Closed}
+	p := PaneInfo{Index: st.NextIndex, IsFirst: st.NextIndex == 0, IsLast: expired || st.Closed()}
 	// Timings follow EARLY* ON_TIME? LATE*: once a non-early pane fired,
 	// every later pane is LATE, even if a session merge moved the window's
 	// end past the watermark again.
 	switch {
-	case st.NonEarlyFired:
+	case st.NonEarlyFired():
 		p.Timing = Late
 	case !past:
 		p.Timing = Early
@@ -195,14 +213,14 @@ func (m *Machine) Evaluate(st *State, w Window, wm, now mtime.Time) Firing {
 		p.Timing = OnTime
 	}
 	st.NextIndex++
-	st.NewData = false
+	st.setFlag(flagNewData, false)
 	if p.Timing != Early {
-		st.NonEarlyFired = true
+		st.setFlag(flagNonEarlyFired, true)
 	}
 	return Firing{
 		Emit:    true,
 		Pane:    p,
-		Discard: m.Strategy.Accumulation == Discarding || st.Closed,
+		Discard: m.Strategy.Accumulation == Discarding || st.Closed(),
 		Done:    expired,
 	}
 }
@@ -211,7 +229,7 @@ func (m *Machine) Evaluate(st *State, w Window, wm, now mtime.Time) Firing {
 // again: the end of the window (for watermark triggers, before the on-time
 // pane) and its expiry. The runner sets event-time timers for them.
 func (m *Machine) NextEventTime(st *State, w Window) (onTime mtime.Time, ok bool) {
-	if m.watermarkTrigger && !st.NonEarlyFired && !st.Closed {
+	if m.watermarkTrigger && !st.NonEarlyFired() && !st.Closed() {
 		return w.MaxTimestamp(), true
 	}
 	return 0, false
@@ -220,7 +238,7 @@ func (m *Machine) NextEventTime(st *State, w Window) (onTime mtime.Time, ok bool
 // NextDeadline returns the processing time at which the window must be
 // evaluated again, or 0 if no processing-time trigger is pending.
 func (m *Machine) NextDeadline(st *State) mtime.Time {
-	if !m.processingTime || st.Closed {
+	if !m.processingTime || st.Closed() {
 		return 0
 	}
 	return m.Strategy.Trigger.NextDeadline(&st.Trigger)
@@ -232,11 +250,9 @@ func (m *Machine) NextDeadline(st *State) mtime.Time {
 // (see Trigger.Merge), whichever of the two states was closed.
 func (m *Machine) Merge(dst *State, src State) {
 	m.Strategy.Trigger.Merge(&dst.Trigger, src.Trigger)
-	dst.Closed = dst.Trigger.Finished
+	dst.setFlag(flagClosed, dst.Trigger.Finished)
 	if src.NextIndex > dst.NextIndex {
 		dst.NextIndex = src.NextIndex
 	}
-	dst.NewData = dst.NewData || src.NewData
-	dst.HasData = dst.HasData || src.HasData
-	dst.NonEarlyFired = dst.NonEarlyFired || src.NonEarlyFired
+	dst.Trigger.win |= src.Trigger.win & (flagNewData | flagHasData | flagNonEarlyFired)
 }

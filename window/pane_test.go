@@ -53,7 +53,7 @@ func wmTo(name string, wm mtime.Time, want Firing, total int64) mstep {
 }
 
 type runOpts struct {
-	jsonState bool // round-trip the state through JSON between steps (checkpointing)
+	encodeState bool // round-trip the state through its encoding between steps (checkpointing)
 }
 
 // runMachine plays steps against a fresh machine and state for window w,
@@ -71,14 +71,11 @@ func runMachine(t *testing.T, s Strategy, w Window, steps []mstep, opts runOpts)
 	var firings []Firing
 	for i, step := range steps {
 		where := fmt.Sprintf("step %d %q", i, step.name)
-		if opts.jsonState {
-			b, err := json.Marshal(st)
-			if err != nil {
-				t.Fatalf("%s: marshal state: %v", where, err)
-			}
+		if opts.encodeState {
+			b := st.AppendBinary(nil)
 			var back State
-			if err := json.Unmarshal(b, &back); err != nil {
-				t.Fatalf("%s: unmarshal state %s: %v", where, b, err)
+			if _, err := back.DecodeBinary(b); err != nil {
+				t.Fatalf("%s: decode state %x: %v", where, b, err)
 			}
 			st = back
 		}
@@ -97,8 +94,8 @@ func runMachine(t *testing.T, s Strategy, w Window, steps []mstep, opts runOpts)
 			if step.drop {
 				continue
 			}
-			if st.Closed != step.closed {
-				t.Fatalf("%s: Closed = %v, want %v", where, st.Closed, step.closed)
+			if st.Closed() != step.closed {
+				t.Fatalf("%s: Closed = %v, want %v", where, st.Closed(), step.closed)
 			}
 			if step.closed {
 				continue
@@ -109,9 +106,9 @@ func runMachine(t *testing.T, s Strategy, w Window, steps []mstep, opts runOpts)
 		if step.noEval {
 			continue
 		}
-		before := cloneState(st)
+		before := clone(st)
 		may := m.MayFire(&st, w, step.wm, step.now)
-		if !reflect.DeepEqual(st, before) {
+		if !reflect.DeepEqual(sview(st), sview(before)) {
 			t.Fatalf("%s: MayFire changed the state", where)
 		}
 		got := m.Evaluate(&st, w, step.wm, step.now)
@@ -215,8 +212,8 @@ func TestReferenceFixture(t *testing.T) {
 		{name: "+100 for [00:00, 00:05) after 00:06 is dropped", elem: true, ev: at(2, 0), v: 100, wm: at(6, 0), drop: true},
 		{name: "and still dropped later", elem: true, ev: at(4, 59), v: 100, wm: at(10, 0), drop: true},
 	}
-	for _, opts := range []runOpts{{}, {jsonState: true}} {
-		t.Run(fmt.Sprintf("json=%v", opts.jsonState), func(t *testing.T) {
+	for _, opts := range []runOpts{{}, {encodeState: true}} {
+		t.Run(fmt.Sprintf("encoded=%v", opts.encodeState), func(t *testing.T) {
 			firings := runMachine(t, s, w, steps, opts)
 			// Upsert keeps the latest pane (475); appending both panes gives 900.
 			if len(firings) != 3 || !firings[2].Done || firings[2].Emit {
@@ -517,7 +514,7 @@ func TestMachineScenarios(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			runMachine(t, tc.s, tc.w, tc.steps, runOpts{})
-			runMachine(t, tc.s, tc.w, tc.steps, runOpts{jsonState: true})
+			runMachine(t, tc.s, tc.w, tc.steps, runOpts{encodeState: true})
 		})
 	}
 }
@@ -612,7 +609,7 @@ func TestMachineNextEventTimeAndDeadline(t *testing.T) {
 	if m.NextDeadline(&st) != at(101, 0) {
 		t.Fatalf("deadline = %s", m.NextDeadline(&st))
 	}
-	if f := m.Evaluate(&st, w, at(1, 0), at(100, 0)); !f.Emit || !st.Closed {
+	if f := m.Evaluate(&st, w, at(1, 0), at(100, 0)); !f.Emit || !st.Closed() {
 		t.Fatalf("after_any(count 1) did not fire and close: %+v", f)
 	}
 	if d := m.NextDeadline(&st); d != 0 {
@@ -631,7 +628,7 @@ func TestMachineMerge(t *testing.T) {
 	m.OnElement(&a, at(100, 20))
 	m.OnElement(&b, at(100, 30))
 	a.NextIndex, b.NextIndex = 1, 4
-	b.NonEarlyFired = true
+	b.setFlag(flagNonEarlyFired, true)
 
 	for _, dir := range []string{"a<-b", "b<-a"} {
 		t.Run(dir, func(t *testing.T) {
@@ -639,19 +636,19 @@ func TestMachineMerge(t *testing.T) {
 			if dir == "b<-a" {
 				dst, src = b, a
 			}
-			dst.Trigger = cloneTriggerState(dst.Trigger)
+			dst = clone(dst)
 			m.Merge(&dst, src)
-			want := State{
-				Trigger: TriggerState{Sub: subs([]TriggerState{{Sub: subs([]TriggerState{
-					{Count: 3},                    // counts add
-					{Deadline: at(101, 10)}})}})}, // earliest deadline wins
+			want := ss{
+				Trigger: ts{Sub: []ts{{Sub: []ts{
+					{Count: 3},                          // counts add
+					{Deadline: at(101, 10)}}}}}.state(), // earliest deadline wins
 				NextIndex:     4,
 				NewData:       true,
 				HasData:       true,
 				NonEarlyFired: true,
-			}
-			if !reflect.DeepEqual(dst, want) {
-				t.Errorf("merged = %+v, want %+v", dst, want)
+			}.state()
+			if !reflect.DeepEqual(sview(dst), sview(want)) {
+				t.Errorf("merged = %+v, want %+v", sview(dst), sview(want))
 			}
 			if d := m.NextDeadline(&dst); d != at(101, 10) {
 				t.Errorf("merged NextDeadline = %s", d)
@@ -663,23 +660,6 @@ func TestMachineMerge(t *testing.T) {
 			}
 		})
 	}
-}
-
-func cloneState(s State) State {
-	s.Trigger = cloneTriggerState(s.Trigger)
-	return s
-}
-
-func cloneTriggerState(s TriggerState) TriggerState {
-	b, err := json.Marshal(s)
-	if err != nil {
-		panic(err)
-	}
-	var out TriggerState
-	if err := json.Unmarshal(b, &out); err != nil {
-		panic(err)
-	}
-	return out
 }
 
 // TestMachineMergeClosed: a session whose one-shot trigger finished (its
@@ -702,9 +682,9 @@ func TestMachineMergeClosed(t *testing.T) {
 			if dir == "open<-closed" {
 				dst, src = open, closed
 			}
-			dst.Trigger = cloneTriggerState(dst.Trigger)
+			dst = clone(dst)
 			m.Merge(&dst, src)
-			if !dst.Closed || !dst.Trigger.Finished {
+			if !dst.Closed() || !dst.Trigger.Finished {
 				t.Fatalf("merged state is open: %+v", dst)
 			}
 			for _, wm := range []mtime.Time{at(2, 0), at(18, 0), at(90, 0)} {
@@ -812,7 +792,7 @@ func randomRun(t *testing.T, rng *rand.Rand, name string, s Strategy, w Window) 
 	for step := 0; ; step++ {
 		switch r := rng.IntN(10); {
 		case r < 5:
-			if m.Droppable(w, wm) || st.Closed {
+			if m.Droppable(w, wm) || st.Closed() {
 				break
 			}
 			m.OnElement(&st, now)
@@ -825,7 +805,7 @@ func randomRun(t *testing.T, rng *rand.Rand, name string, s Strategy, w Window) 
 		if step > 60 {
 			wm = mtime.MaxTimestamp
 		}
-		wasClosed, hadData, hadNonEarly := st.Closed, st.HasData, st.NonEarlyFired
+		wasClosed, hadData, hadNonEarly := st.Closed(), st.HasData(), st.NonEarlyFired()
 		may := m.MayFire(&st, w, wm, now)
 		f := m.Evaluate(&st, w, wm, now)
 		if f.Emit && !f.Done && !may {
@@ -843,11 +823,11 @@ func randomRun(t *testing.T, rng *rand.Rand, name string, s Strategy, w Window) 
 			if (f.Pane.Timing == Early) == past {
 				t.Fatalf("%s: %s pane at watermark %s for %v", name, f.Pane.Timing, wm, w)
 			}
-			if f.Discard != (s.Accumulation == Discarding || st.Closed) {
-				t.Fatalf("%s: Discard %v (closed %v)", name, f.Discard, st.Closed)
+			if f.Discard != (s.Accumulation == Discarding || st.Closed()) {
+				t.Fatalf("%s: Discard %v (closed %v)", name, f.Discard, st.Closed())
 			}
-			if f.Pane.IsLast != (f.Done || st.Closed) {
-				t.Fatalf("%s: IsLast %v, Done %v, Closed %v", name, f.Pane.IsLast, f.Done, st.Closed)
+			if f.Pane.IsLast != (f.Done || st.Closed()) {
+				t.Fatalf("%s: IsLast %v, Done %v, Closed %v", name, f.Pane.IsLast, f.Done, st.Closed())
 			}
 			pending = 0
 		}
@@ -866,7 +846,7 @@ func randomRun(t *testing.T, rng *rand.Rand, name string, s Strategy, w Window) 
 			if !f.Emit {
 				firings = append(firings, f)
 			}
-			if pending != 0 && !st.Closed {
+			if pending != 0 && !st.Closed() {
 				t.Fatalf("%s: window expired with %d accepted elements never emitted", name, pending)
 			}
 			if !m.Droppable(w, wm) {
@@ -905,11 +885,11 @@ func TestMachineMayFire(t *testing.T) {
 		for range tc.elems {
 			m.OnElement(&st, at(100, 0))
 		}
-		before := cloneState(st)
+		before := clone(st)
 		if got := m.MayFire(&st, w, tc.wm, tc.now); got != tc.want {
 			t.Errorf("%s: MayFire = %v, want %v", tc.name, got, tc.want)
 		}
-		if !reflect.DeepEqual(st, before) {
+		if !reflect.DeepEqual(sview(st), sview(before)) {
 			t.Errorf("%s: MayFire changed the state: %+v, was %+v", tc.name, st, before)
 		}
 	}
@@ -918,9 +898,9 @@ func TestMachineMayFire(t *testing.T) {
 	st := m.NewState()
 	m.OnElement(&st, 0)
 	m.Evaluate(&st, w, at(1, 0), 0)
-	st.NewData = true
-	if !st.Closed || m.MayFire(&st, w, at(5, 0), 0) {
-		t.Errorf("closed window: Closed %v, MayFire true", st.Closed)
+	st.setFlag(flagNewData, true)
+	if !st.Closed() || m.MayFire(&st, w, at(5, 0), 0) {
+		t.Errorf("closed window: Closed %v, MayFire true", st.Closed())
 	}
 }
 

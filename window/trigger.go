@@ -157,27 +157,107 @@ func (t Trigger) usesProcessingTime() bool {
 }
 
 // TriggerState is the state of one trigger tree for one key and window. It
-// mirrors the trigger's shape: Sub holds the states of sub-triggers (for
-// after_watermark, Sub[0] is the early trigger and Sub[1] the late one).
+// mirrors the trigger's shape: Subs returns the states of sub-triggers (for
+// after_watermark, the first is the early trigger and the second the late
+// one).
 //
-// The fields are ordered so that the count and the two flags share a
-// word: every window of every key holds one (24 bytes).
+// Every window of every key holds one, so it is 16 bytes: the count and
+// the flags share a word, and what only some triggers keep (an
+// after_processing_time's deadline, a composite's sub-triggers) is behind
+// one pointer, nil for the default trigger and after_count. The top-level
+// state's spare bytes hold its window's flags (State).
 type TriggerState struct {
 	// Count is the number of elements seen since the last reset, at most
 	// math.MaxInt32 (an after_count's largest threshold, as Beam's
-	// elementCountAtLeast takes an int): 32 bits, so that it shares a
-	// word with the flags.
-	Count    int32 `json:"count,omitempty"`
-	Finished bool  `json:"finished,omitempty"`
+	// elementCountAtLeast takes an int).
+	Count    int32
+	Finished bool
 	// OnTimeFired records that after_watermark (or default) fired on time.
-	OnTimeFired bool `json:"on_time_fired,omitempty"`
-	// Deadline is when an after_processing_time trigger fires (0: unset).
-	Deadline mtime.Time `json:"deadline,omitempty"`
-	// Sub holds the states of a composite trigger's sub-triggers (an
-	// after_watermark's early and late firings), nil for a trigger
-	// without: behind a pointer, so that the state of the default
-	// trigger, which every window of most keys has, is 16 bytes smaller.
-	Sub *[]TriggerState `json:"sub,omitempty"`
+	OnTimeFired bool
+	// win holds the window's flags (State's) in a top-level state; unused
+	// in a sub-trigger's.
+	win uint8
+	// marks is the runner's bookkeeping of the window (State.Marks), in a
+	// top-level state.
+	marks uint8
+	// x holds the deadline and the sub-triggers' states; nil when the
+	// trigger has neither.
+	x *triggerExtra
+}
+
+// triggerExtra is the part of a trigger's state that only some triggers
+// keep.
+type triggerExtra struct {
+	// deadline is when an after_processing_time trigger fires (0: unset).
+	deadline mtime.Time
+	// sub holds the states of a composite trigger's sub-triggers.
+	sub []TriggerState
+}
+
+// Deadline returns when an after_processing_time trigger fires (0: unset).
+func (t *TriggerState) Deadline() mtime.Time {
+	if t.x == nil {
+		return 0
+	}
+	return t.x.deadline
+}
+
+// setDeadline sets the deadline, keeping no extra state for an unset one.
+func (t *TriggerState) setDeadline(d mtime.Time) {
+	if t.x == nil {
+		if d == 0 {
+			return
+		}
+		t.x = &triggerExtra{}
+	}
+	t.x.deadline = d
+}
+
+// Subs returns the states of t's sub-triggers (nil for none). They are
+// t's own: changing one changes t.
+func (t *TriggerState) Subs() []TriggerState {
+	if t.x == nil {
+		return nil
+	}
+	return t.x.sub
+}
+
+// sub returns the state of sub-trigger i.
+func (t *TriggerState) sub(i int) *TriggerState { return &t.x.sub[i] }
+
+// setSubs sets the states of t's sub-triggers.
+func (t *TriggerState) setSubs(sub []TriggerState) {
+	if t.x == nil {
+		if sub == nil {
+			return
+		}
+		t.x = &triggerExtra{}
+	}
+	t.x.sub = sub
+}
+
+// reset returns t to the initial state of trigger tr in place, keeping its
+// extra state's memory: a repeating trigger that fires does not allocate.
+func (t *TriggerState) reset(tr Trigger) {
+	t.Count, t.Finished, t.OnTimeFired = 0, false, false
+	if t.x == nil {
+		return
+	}
+	t.x.deadline = 0
+	sub := t.x.sub
+	switch tr.Kind {
+	case TriggerAfterWatermark:
+		if tr.Early != nil {
+			sub[0].reset(*tr.Early)
+		}
+		if tr.Late != nil {
+			sub[1].reset(*tr.Late)
+		}
+	default:
+		for i, st := range tr.Triggers {
+			sub[i].reset(st)
+		}
+	}
 }
 
 // TriggerContext is what a trigger sees when it is evaluated.
@@ -210,14 +290,14 @@ func (t Trigger) NewState() TriggerState {
 		if t.Late != nil {
 			sub[1] = t.Late.NewState()
 		}
-		s.Sub = &sub
+		s.setSubs(sub)
 	default:
 		if len(t.Triggers) > 0 {
 			sub := make([]TriggerState, len(t.Triggers))
 			for i, tr := range t.Triggers {
 				sub[i] = tr.NewState()
 			}
-			s.Sub = &sub
+			s.setSubs(sub)
 		}
 	}
 	return s
@@ -234,25 +314,26 @@ func (t Trigger) OnElement(s *TriggerState, now mtime.Time) {
 			s.Count++
 		}
 	case TriggerAfterProcessingTime:
-		if s.Deadline == 0 {
-			s.Deadline = now.Add(t.Delay)
-			if s.Deadline == 0 {
+		if s.Deadline() == 0 {
+			d := now.Add(t.Delay)
+			if d == 0 {
 				// 0 means "unset": a deadline of exactly the epoch (a
 				// manual clock at 0 with no delay) would never fire.
-				s.Deadline = 1
+				d = 1
 			}
+			s.setDeadline(d)
 		}
 	case TriggerAfterWatermark:
 		if !s.OnTimeFired {
 			if t.Early != nil {
-				t.Early.OnElement(&(*s.Sub)[0], now)
+				t.Early.OnElement(s.sub(0), now)
 			}
 		} else if t.Late != nil {
-			t.Late.OnElement(&(*s.Sub)[1], now)
+			t.Late.OnElement(s.sub(1), now)
 		}
 	default:
 		for i, sub := range t.Triggers {
-			sub.OnElement(&(*s.Sub)[i], now)
+			sub.OnElement(s.sub(i), now)
 		}
 	}
 }
@@ -272,25 +353,26 @@ func (t Trigger) ShouldFire(s *TriggerState, c TriggerContext) bool {
 			if c.pastEndOfWindow() {
 				return true
 			}
-			return t.Early != nil && t.Early.ShouldFire(&(*s.Sub)[0], c)
+			return t.Early != nil && t.Early.ShouldFire(s.sub(0), c)
 		}
-		return t.Late != nil && t.Late.ShouldFire(&(*s.Sub)[1], c)
+		return t.Late != nil && t.Late.ShouldFire(s.sub(1), c)
 	case TriggerAfterCount:
 		return int64(s.Count) >= t.Count
 	case TriggerAfterProcessingTime:
-		return s.Deadline != 0 && c.Now >= s.Deadline
+		d := s.Deadline()
+		return d != 0 && c.Now >= d
 	case TriggerRepeatedly:
-		return t.Triggers[0].ShouldFire(&(*s.Sub)[0], c)
+		return t.Triggers[0].ShouldFire(s.sub(0), c)
 	case TriggerAfterAny:
 		for i, sub := range t.Triggers {
-			if sub.ShouldFire(&(*s.Sub)[i], c) {
+			if sub.ShouldFire(s.sub(i), c) {
 				return true
 			}
 		}
 		return false
 	case TriggerAfterAll:
 		for i, sub := range t.Triggers {
-			if !(*s.Sub)[i].Finished && !sub.ShouldFire(&(*s.Sub)[i], c) {
+			if !s.sub(i).Finished && !sub.ShouldFire(s.sub(i), c) {
 				return false
 			}
 		}
@@ -320,19 +402,19 @@ func (t Trigger) OnFire(s *TriggerState, c TriggerContext) (onTime bool) {
 				return true
 			}
 			// An early firing: the early trigger repeats.
-			(*s.Sub)[0] = t.Early.NewState()
+			s.sub(0).reset(*t.Early)
 			return false
 		}
-		(*s.Sub)[1] = t.Late.NewState()
+		s.sub(1).reset(*t.Late)
 		return false
 	case TriggerRepeatedly:
-		onTime = t.Triggers[0].OnFire(&(*s.Sub)[0], c)
-		(*s.Sub)[0] = t.Triggers[0].NewState()
+		onTime = t.Triggers[0].OnFire(s.sub(0), c)
+		s.sub(0).reset(t.Triggers[0])
 		return onTime
 	case TriggerAfterAny, TriggerAfterAll:
 		for i, sub := range t.Triggers {
-			if sub.ShouldFire(&(*s.Sub)[i], c) {
-				if sub.OnFire(&(*s.Sub)[i], c) {
+			if sub.ShouldFire(s.sub(i), c) {
+				if sub.OnFire(s.sub(i), c) {
 					onTime = true
 				}
 			}
@@ -359,17 +441,17 @@ func (t Trigger) NextDeadline(s *TriggerState) mtime.Time {
 	}
 	switch t.Kind {
 	case TriggerAfterProcessingTime:
-		return s.Deadline
+		return s.Deadline()
 	case TriggerAfterWatermark:
 		if !s.OnTimeFired && t.Early != nil {
-			consider(t.Early.NextDeadline(&(*s.Sub)[0]))
+			consider(t.Early.NextDeadline(s.sub(0)))
 		}
 		if s.OnTimeFired && t.Late != nil {
-			consider(t.Late.NextDeadline(&(*s.Sub)[1]))
+			consider(t.Late.NextDeadline(s.sub(1)))
 		}
 	default:
 		for i, sub := range t.Triggers {
-			consider(sub.NextDeadline(&(*s.Sub)[i]))
+			consider(sub.NextDeadline(s.sub(i)))
 		}
 	}
 	return best
@@ -392,11 +474,12 @@ func (t Trigger) Merge(dst *TriggerState, src TriggerState) {
 		dst.Finished = dst.Finished || src.Finished
 	}
 	dst.Count = int32(min(int64(dst.Count)+int64(src.Count), math.MaxInt32))
-	if src.Deadline != 0 && (dst.Deadline == 0 || src.Deadline < dst.Deadline) {
-		dst.Deadline = src.Deadline
+	if sd, dd := src.Deadline(), dst.Deadline(); sd != 0 && (dd == 0 || sd < dd) {
+		dst.setDeadline(sd)
 	}
 	if dst.Finished {
-		dst.Count, dst.Deadline = 0, 0
+		dst.Count = 0
+		dst.setDeadline(0)
 	}
 	// As in Beam, the merged window fires on time again unless every merged
 	// window already did: its end is the latest of their ends.
@@ -404,14 +487,14 @@ func (t Trigger) Merge(dst *TriggerState, src TriggerState) {
 	switch t.Kind {
 	case TriggerAfterWatermark:
 		if t.Early != nil {
-			t.Early.Merge(&(*dst.Sub)[0], (*src.Sub)[0])
+			t.Early.Merge(dst.sub(0), *src.sub(0))
 		}
 		if t.Late != nil {
-			t.Late.Merge(&(*dst.Sub)[1], (*src.Sub)[1])
+			t.Late.Merge(dst.sub(1), *src.sub(1))
 		}
 	default:
 		for i, sub := range t.Triggers {
-			sub.Merge(&(*dst.Sub)[i], (*src.Sub)[i])
+			sub.Merge(dst.sub(i), *src.sub(i))
 		}
 	}
 }

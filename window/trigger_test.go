@@ -112,15 +112,15 @@ func TestTriggerNewState(t *testing.T) {
 	}{
 		{"default", Default(), TriggerState{}},
 		{"after_count", AfterCount(3), TriggerState{}},
-		{"after_watermark always has early and late slots", AfterWatermark(nil, nil), TriggerState{Sub: subs([]TriggerState{{}, {}})}},
+		{"after_watermark always has early and late slots", AfterWatermark(nil, nil), ts{Sub: []ts{{}, {}}}.state()},
 		{"after_watermark nested", AfterWatermark(ptr(AfterAny(AfterCount(1), AfterCount(2))), nil),
-			TriggerState{Sub: subs([]TriggerState{{Sub: subs([]TriggerState{{}, {}})}, {}})}},
-		{"repeatedly", Repeatedly(AfterCount(2)), TriggerState{Sub: subs([]TriggerState{{}})}},
+			ts{Sub: []ts{{Sub: []ts{{}, {}}}, {}}}.state()},
+		{"repeatedly", Repeatedly(AfterCount(2)), ts{Sub: []ts{{}}}.state()},
 		{"after_all", AfterAll(AfterCount(2), Repeatedly(AfterCount(1))),
-			TriggerState{Sub: subs([]TriggerState{{}, {Sub: subs([]TriggerState{{}})}})}},
+			ts{Sub: []ts{{}, {Sub: []ts{{}}}}}.state()},
 	}
 	for _, tc := range tests {
-		if got := tc.t.NewState(); !reflect.DeepEqual(got, tc.want) {
+		if got := tc.t.NewState(); !reflect.DeepEqual(view(got), view(tc.want)) || (got.x == nil) != (tc.want.x == nil) {
 			t.Errorf("%s: NewState() = %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
@@ -347,20 +347,20 @@ func TestTriggerNextDeadline(t *testing.T) {
 	}{
 		{"no processing-time trigger", Default(), TriggerState{}, 0},
 		{"after_processing_time unset", AfterProcessingTime(1), TriggerState{}, 0},
-		{"after_processing_time set", AfterProcessingTime(1), TriggerState{Deadline: 42}, 42},
-		{"finished", AfterProcessingTime(1), TriggerState{Deadline: 42, Finished: true}, 0},
+		{"after_processing_time set", AfterProcessingTime(1), ts{Deadline: 42}.state(), 42},
+		{"finished", AfterProcessingTime(1), ts{Deadline: 42, Finished: true}.state(), 0},
 		{"after_any takes the earliest", AfterAny(AfterProcessingTime(1), AfterProcessingTime(2), AfterCount(1)),
-			TriggerState{Sub: subs([]TriggerState{{Deadline: 50}, {Deadline: 40}, {Count: 1}})}, 40},
+			ts{Sub: []ts{{Deadline: 50}, {Deadline: 40}, {Count: 1}}}.state(), 40},
 		{"after_any skips unset", AfterAny(AfterProcessingTime(1), AfterProcessingTime(2)),
-			TriggerState{Sub: subs([]TriggerState{{}, {Deadline: 40}})}, 40},
+			ts{Sub: []ts{{}, {Deadline: 40}}}.state(), 40},
 		{"after_any skips finished sub-triggers", AfterAny(AfterProcessingTime(1), AfterProcessingTime(2)),
-			TriggerState{Sub: subs([]TriggerState{{Deadline: 30, Finished: true}, {Deadline: 40}})}, 40},
-		{"repeatedly", Repeatedly(AfterProcessingTime(1)), TriggerState{Sub: subs([]TriggerState{{Deadline: 7}})}, 7},
+			ts{Sub: []ts{{Deadline: 30, Finished: true}, {Deadline: 40}}}.state(), 40},
+		{"repeatedly", Repeatedly(AfterProcessingTime(1)), ts{Sub: []ts{{Deadline: 7}}}.state(), 7},
 		{"after_watermark early before on time", AfterWatermark(ptr(AfterProcessingTime(1)), ptr(AfterProcessingTime(1))),
-			TriggerState{Sub: subs([]TriggerState{{Deadline: 10}, {Deadline: 5}})}, 10},
+			ts{Sub: []ts{{Deadline: 10}, {Deadline: 5}}}.state(), 10},
 		{"after_watermark late after on time", AfterWatermark(ptr(AfterProcessingTime(1)), ptr(AfterProcessingTime(1))),
-			TriggerState{OnTimeFired: true, Sub: subs([]TriggerState{{Deadline: 10}, {Deadline: 20}})}, 20},
-		{"after_watermark without sub-triggers", AfterWatermark(nil, nil), TriggerState{Sub: subs([]TriggerState{{}, {}})}, 0},
+			ts{OnTimeFired: true, Sub: []ts{{Deadline: 10}, {Deadline: 20}}}.state(), 20},
+		{"after_watermark without sub-triggers", AfterWatermark(nil, nil), ts{Sub: []ts{{}, {}}}.state(), 0},
 	}
 	for _, tc := range tests {
 		st := tc.st
@@ -377,56 +377,56 @@ func TestTriggerMerge(t *testing.T) {
 		dst, src TriggerState
 		want     TriggerState
 	}{
-		{"counts add", AfterCount(5), TriggerState{Count: 2}, TriggerState{Count: 1}, TriggerState{Count: 3}},
-		{"earliest deadline wins (src)", AfterProcessingTime(1), TriggerState{Deadline: 500}, TriggerState{Deadline: 300}, TriggerState{Deadline: 300}},
-		{"earliest deadline wins (dst)", AfterProcessingTime(1), TriggerState{Deadline: 300}, TriggerState{Deadline: 500}, TriggerState{Deadline: 300}},
-		{"unset deadline in dst", AfterProcessingTime(1), TriggerState{}, TriggerState{Deadline: 300}, TriggerState{Deadline: 300}},
-		{"unset deadline in src", AfterProcessingTime(1), TriggerState{Deadline: 300}, TriggerState{}, TriggerState{Deadline: 300}},
+		{"counts add", AfterCount(5), ts{Count: 2}.state(), ts{Count: 1}.state(), ts{Count: 3}.state()},
+		{"earliest deadline wins (src)", AfterProcessingTime(1), ts{Deadline: 500}.state(), ts{Deadline: 300}.state(), ts{Deadline: 300}.state()},
+		{"earliest deadline wins (dst)", AfterProcessingTime(1), ts{Deadline: 300}.state(), ts{Deadline: 500}.state(), ts{Deadline: 300}.state()},
+		{"unset deadline in dst", AfterProcessingTime(1), TriggerState{}, ts{Deadline: 300}.state(), ts{Deadline: 300}.state()},
+		{"unset deadline in src", AfterProcessingTime(1), ts{Deadline: 300}.state(), TriggerState{}, ts{Deadline: 300}.state()},
 		{"nested counts and deadlines", Repeatedly(AfterAny(AfterCount(3), AfterProcessingTime(1))),
-			TriggerState{Sub: subs([]TriggerState{{Sub: subs([]TriggerState{{Count: 2}, {Deadline: 900}})}})},
-			TriggerState{Sub: subs([]TriggerState{{Sub: subs([]TriggerState{{Count: 1}, {Deadline: 700}})}})},
-			TriggerState{Sub: subs([]TriggerState{{Sub: subs([]TriggerState{{Count: 3}, {Deadline: 700}})}})}},
+			ts{Sub: []ts{{Sub: []ts{{Count: 2}, {Deadline: 900}}}}}.state(),
+			ts{Sub: []ts{{Sub: []ts{{Count: 1}, {Deadline: 700}}}}}.state(),
+			ts{Sub: []ts{{Sub: []ts{{Count: 3}, {Deadline: 700}}}}}.state()},
 		{"after_watermark merges early and late", AfterWatermark(ptr(AfterCount(2)), ptr(AfterProcessingTime(1))),
-			TriggerState{Sub: subs([]TriggerState{{Count: 1}, {Deadline: 50}})},
-			TriggerState{Sub: subs([]TriggerState{{Count: 1}, {Deadline: 40}})},
-			TriggerState{Sub: subs([]TriggerState{{Count: 2}, {Deadline: 40}})}},
+			ts{Sub: []ts{{Count: 1}, {Deadline: 50}}}.state(),
+			ts{Sub: []ts{{Count: 1}, {Deadline: 40}}}.state(),
+			ts{Sub: []ts{{Count: 2}, {Deadline: 40}}}.state()},
 		// Beam re-arms the on-time firing of a merged window unless every
 		// merged window fired on time: the merged end is the latest end.
 		{"on-time firing in src only is re-armed", AfterWatermark(nil, ptr(AfterCount(1))),
-			TriggerState{Sub: subs([]TriggerState{{}, {}})},
-			TriggerState{OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
-			TriggerState{Sub: subs([]TriggerState{{}, {}})}},
+			ts{Sub: []ts{{}, {}}}.state(),
+			ts{OnTimeFired: true, Sub: []ts{{}, {}}}.state(),
+			ts{Sub: []ts{{}, {}}}.state()},
 		{"on-time firing in dst only is re-armed", AfterWatermark(nil, ptr(AfterCount(1))),
-			TriggerState{OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
-			TriggerState{Sub: subs([]TriggerState{{}, {}})},
-			TriggerState{Sub: subs([]TriggerState{{}, {}})}},
+			ts{OnTimeFired: true, Sub: []ts{{}, {}}}.state(),
+			ts{Sub: []ts{{}, {}}}.state(),
+			ts{Sub: []ts{{}, {}}}.state()},
 		{"on-time firing in both stays fired", AfterWatermark(nil, ptr(AfterCount(1))),
-			TriggerState{OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
-			TriggerState{OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
-			TriggerState{OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})}},
+			ts{OnTimeFired: true, Sub: []ts{{}, {}}}.state(),
+			ts{OnTimeFired: true, Sub: []ts{{}, {}}}.state(),
+			ts{OnTimeFired: true, Sub: []ts{{}, {}}}.state()},
 		// A one-shot trigger that finished in either window stays finished:
 		// its pane was already the last one (Beam's AfterPane.onMerge).
-		{"finished after_count in src", AfterCount(2), TriggerState{Count: 1}, TriggerState{Count: 2, Finished: true}, TriggerState{Finished: true}},
-		{"finished after_count in dst", AfterCount(2), TriggerState{Count: 2, Finished: true}, TriggerState{Count: 1}, TriggerState{Finished: true}},
-		{"finished after_processing_time", AfterProcessingTime(1), TriggerState{Deadline: 9}, TriggerState{Deadline: 5, Finished: true}, TriggerState{Finished: true}},
-		{"finished after_any", AfterAny(AfterCount(1)), TriggerState{Sub: subs([]TriggerState{{}})}, TriggerState{Finished: true, Sub: subs([]TriggerState{{Count: 1, Finished: true}})},
-			TriggerState{Finished: true, Sub: subs([]TriggerState{{Finished: true}})}},
+		{"finished after_count in src", AfterCount(2), ts{Count: 1}.state(), ts{Count: 2, Finished: true}.state(), ts{Finished: true}.state()},
+		{"finished after_count in dst", AfterCount(2), ts{Count: 2, Finished: true}.state(), ts{Count: 1}.state(), ts{Finished: true}.state()},
+		{"finished after_processing_time", AfterProcessingTime(1), ts{Deadline: 9}.state(), ts{Deadline: 5, Finished: true}.state(), ts{Finished: true}.state()},
+		{"finished after_any", AfterAny(AfterCount(1)), ts{Sub: []ts{{}}}.state(), ts{Finished: true, Sub: []ts{{Count: 1, Finished: true}}}.state(),
+			ts{Finished: true, Sub: []ts{{Finished: true}}}.state()},
 		// An after_watermark trigger is still active if it is active in either window.
 		{"after_watermark finished in one window only", AfterWatermark(nil, nil),
-			TriggerState{Sub: subs([]TriggerState{{}, {}})},
-			TriggerState{Finished: true, OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
-			TriggerState{Sub: subs([]TriggerState{{}, {}})}},
+			ts{Sub: []ts{{}, {}}}.state(),
+			ts{Finished: true, OnTimeFired: true, Sub: []ts{{}, {}}}.state(),
+			ts{Sub: []ts{{}, {}}}.state()},
 		{"after_watermark finished in both", AfterWatermark(nil, nil),
-			TriggerState{Finished: true, OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
-			TriggerState{Finished: true, OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})},
-			TriggerState{Finished: true, OnTimeFired: true, Sub: subs([]TriggerState{{}, {}})}},
+			ts{Finished: true, OnTimeFired: true, Sub: []ts{{}, {}}}.state(),
+			ts{Finished: true, OnTimeFired: true, Sub: []ts{{}, {}}}.state(),
+			ts{Finished: true, OnTimeFired: true, Sub: []ts{{}, {}}}.state()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := tc.dst
 			tc.t.Merge(&dst, tc.src)
-			if !reflect.DeepEqual(dst, tc.want) {
-				t.Errorf("Merge = %+v, want %+v", dst, tc.want)
+			if !reflect.DeepEqual(view(dst), view(tc.want)) {
+				t.Errorf("Merge = %+v, want %+v", view(dst), view(tc.want))
 			}
 		})
 	}
@@ -453,15 +453,12 @@ func TestTriggerMergeThenFire(t *testing.T) {
 	}
 }
 
-// subs returns a composite trigger state's sub-states, as Sub holds them.
-func subs(s []TriggerState) *[]TriggerState { return &s }
-
 // TestTriggerCountSaturates: the element count of a trigger's state stops
 // at the largest after_count threshold instead of wrapping, on arrival, in
 // a merge and when read from a state stored with a larger count.
 func TestTriggerCountSaturates(t *testing.T) {
 	tr := AfterCount(math.MaxInt32)
-	st := TriggerState{Count: math.MaxInt32 - 1}
+	st := ts{Count: math.MaxInt32 - 1}.state()
 	tr.OnElement(&st, 0)
 	tr.OnElement(&st, 0)
 	if st.Count != math.MaxInt32 {
@@ -470,8 +467,8 @@ func TestTriggerCountSaturates(t *testing.T) {
 	if !tr.ShouldFire(&st, TriggerContext{}) {
 		t.Error("a count at the threshold does not fire")
 	}
-	dst := TriggerState{Count: math.MaxInt32 - 5}
-	tr.Merge(&dst, TriggerState{Count: 100})
+	dst := ts{Count: math.MaxInt32 - 5}.state()
+	tr.Merge(&dst, ts{Count: 100}.state())
 	if dst.Count != math.MaxInt32 {
 		t.Errorf("merged count %d, want %d", dst.Count, math.MaxInt32)
 	}
