@@ -62,7 +62,7 @@ func TestValueCells(t *testing.T) {
 				sorted.set(id, tc.want[id])
 			}
 			enc := func(vs cells[any]) []byte {
-				b, err := encodeSfKey(refusingCoder{}, &sfKey{key: "k", wins: []*sfWin{{w: window.Global, values: vs}}})
+				b, err := encodeSfKey(refusingCoder{}, &sfKey{key: "k", win: &sfWin{w: window.Global, values: vs}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -76,7 +76,7 @@ func TestValueCells(t *testing.T) {
 			if err != nil || len(dropped) > 0 {
 				t.Fatalf("decoding: %v (dropped %v)", err, dropped)
 			}
-			if !bytes.Equal(enc(k.wins[0].values), b) {
+			if !bytes.Equal(enc(k.win.values), b) {
 				t.Error("decoded cells encode otherwise")
 			}
 		})
@@ -97,7 +97,7 @@ func TestWindowCellsEncodeInIDOrder(t *testing.T) {
 		return ws
 	}
 	enc := func(ws *sfWin) []byte {
-		b, err := encodeSfKey(refusingCoder{}, &sfKey{key: "k", wins: []*sfWin{ws}})
+		b, err := encodeSfKey(refusingCoder{}, &sfKey{key: "k", win: ws})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestWindowCellsEncodeInIDOrder(t *testing.T) {
 	if err != nil || len(dropped) > 0 {
 		t.Fatalf("decoding: %v (dropped %v)", err, dropped)
 	}
-	ws := k.wins[0]
+	ws := k.win
 	if bag, _ := ws.bags().get("bb"); len(bag) != 2 || bag[0] != int64(2) || bag[1] != int64(3) {
 		t.Errorf("bag bb = %v, want [2 3]", bag)
 	}
@@ -135,7 +135,7 @@ func TestMapStateEncodesInKeyOrder(t *testing.T) {
 	}
 	ws := &sfWin{w: window.Global}
 	ws.extra().maps.set("m", entries)
-	k := &sfKey{key: "k", wins: []*sfWin{ws}}
+	k := &sfKey{key: "k", win: ws}
 	first, err := encodeSfKey(refusingCoder{}, k)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestMapStateEncodesInKeyOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := got.wins[0].maps().get("m"); len(m) != 50 || m[int64(7)] != int64(1) {
+	if m, _ := got.win.maps().get("m"); len(m) != 50 || m[int64(7)] != int64(1) {
 		t.Errorf("decoded %d entries (7 -> %v), want 50 (7 -> 1)", len(m), m[int64(7)])
 	}
 }

@@ -179,7 +179,7 @@ func appendSfKey(out []byte, sc contract.StateCoder, k *sfKey) ([]byte, error) {
 		return nil, fmt.Errorf("encoding key: %w", err)
 	}
 	out = appendBytes(out, kb)
-	out = binary.AppendUvarint(out, uint64(len(k.wins)))
+	out = binary.AppendUvarint(out, uint64(k.nwins()))
 	enc := func(cell string, v any) error {
 		b, err := sc.EncodeState(cell, v)
 		if err != nil {
@@ -188,7 +188,8 @@ func appendSfKey(out []byte, sc contract.StateCoder, k *sfKey) ([]byte, error) {
 		out = appendBytes(out, b)
 		return nil
 	}
-	for _, ws := range k.wins {
+	for i := range k.nwins() {
+		ws := k.winAt(i)
 		out = appendWindow(out, ws.w)
 		out = binary.AppendUvarint(out, uint64(len(ws.values)))
 		for _, c := range ws.values { // ordered by id
@@ -387,7 +388,7 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, []droppedState, erro
 				ws.extra().timers.set(id, contract.Timer{ID: id, Domain: graph.TimeDomain(dom), Time: t})
 			}
 		}
-		k.wins = append(k.wins, ws)
+		k.addWin(ws)
 	}
 	if d.err != nil {
 		return nil, nil, d.err

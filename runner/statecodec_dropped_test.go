@@ -34,13 +34,13 @@ func (refusingCoder) DecodeState(_ string, b []byte) (any, error) {
 // cell unset, the bag and the map without it — and the rest is restored;
 // any other decoding error still fails.
 func TestStateDecodeLeavesDroppedOut(t *testing.T) {
-	k := &sfKey{key: "k", wins: []*sfWin{{w: window.Global,
+	k := &sfKey{key: "k", win: &sfWin{w: window.Global,
 		values: cells[any]{{"kept", int64(1)}, {"refused", int64(-1)}},
 		more: &sfWinMore{
 			bags: cells[[]any]{{"bag", []any{int64(2), int64(-2), int64(3)}}},
 			maps: cells[map[any]any]{{"m", map[any]any{int64(4): int64(5), int64(6): int64(-7)}}},
 		},
-	}}}
+	}}
 	b, err := encodeSfKey(refusingCoder{}, k)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestStateDecodeLeavesDroppedOut(t *testing.T) {
 	if want := "bag=-2(<nil>) m#value=-7(6) refused=-1(<nil>)"; strings.Join(names, " ") != want {
 		t.Errorf("dropped %s, want %s", strings.Join(names, " "), want)
 	}
-	w := got.wins[0]
+	w := got.win
 	if _, ok := w.values.get("refused"); ok || len(w.values) != 1 || w.values[0] != (cell[any]{"kept", int64(1)}) {
 		t.Errorf("values %v: want kept only", w.values)
 	}

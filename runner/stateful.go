@@ -60,15 +60,93 @@ func (ws *sfWin) timers() cells[contract.Timer] {
 	return ws.more.timers
 }
 
+// sfKey is a stateful step's record of one key: 64 bytes, a size class.
+// Most keys have one window at a time, held by win alone; a key's other
+// windows are behind one pointer, so that its record needs no list.
 type sfKey struct {
-	key  any
-	wins []*sfWin
-	str  string
+	key any
+	str string
+	// win is the key's first window, nil when it has none; more lists its
+	// others in the order they were added (nil when it has none).
+	win  *sfWin
+	more *[]*sfWin
 	// dirty and dead are as aggKey's.
 	dirty uint64
-	dead  bool
 	// hi is the upper half of the key's hash (sfGroup).
 	hi uint32
+	// kg is the key's key group: the change log names a key by its record
+	// alone.
+	kg   uint16
+	dead bool
+}
+
+// nwins returns how many windows the key has.
+func (k *sfKey) nwins() int {
+	switch {
+	case k.win == nil:
+		return 0
+	case k.more == nil:
+		return 1
+	}
+	return 1 + len(*k.more)
+}
+
+// winAt returns the key's window i, in the order they were added.
+func (k *sfKey) winAt(i int) *sfWin {
+	if i == 0 {
+		return k.win
+	}
+	return (*k.more)[i-1]
+}
+
+// findWin returns the key's state in window w, nil when it has none.
+func (k *sfKey) findWin(w window.Window) *sfWin {
+	if k.win == nil || k.win.w == w {
+		return k.win
+	}
+	if k.more != nil {
+		for _, ws := range *k.more {
+			if ws.w == w {
+				return ws
+			}
+		}
+	}
+	return nil
+}
+
+// addWin adds ws, a window the key does not have yet, after its others.
+func (k *sfKey) addWin(ws *sfWin) {
+	switch {
+	case k.win == nil:
+		k.win = ws
+	case k.more == nil:
+		k.more = &[]*sfWin{ws}
+	default:
+		*k.more = append(*k.more, ws)
+	}
+}
+
+// removeWin removes window ws, one of the key's, keeping the others'
+// order.
+func (k *sfKey) removeWin(ws *sfWin) {
+	if k.more == nil {
+		if k.win == ws {
+			k.win = nil
+		}
+		return
+	}
+	more := *k.more
+	if k.win == ws {
+		k.win = more[0]
+		more = slices.Delete(more, 0, 1)
+	} else if i := slices.Index(more, ws); i >= 0 {
+		more = slices.Delete(more, i, i+1)
+	}
+	if len(more) == 0 {
+		k.more = nil
+		return
+	}
+	*k.more = more
 }
 
 type sfTimerRef struct {
@@ -142,7 +220,7 @@ func (sc *sfContext) Output(v any) {
 // Emit sends e to the output with index tag.
 func (sc *sfContext) Emit(tag int, e contract.Element) { sc.n.out.Emit(tag, e) }
 
-func (sc *sfContext) touch() { sc.n.markDirty(sc.kg, sc.k) }
+func (sc *sfContext) touch() { sc.n.markDirty(sc.k) }
 
 // ReadValue returns the value cell id and whether it is set.
 func (sc *sfContext) ReadValue(id string) (any, bool) {
@@ -261,23 +339,21 @@ type statefulNode struct {
 	nkeys int64
 }
 
-type sfDirty struct {
-	kg uint16
-	k  *sfKey
-}
+// sfDirty is a key in the change log (the key knows its key group).
+type sfDirty = *sfKey
 
-func (n *statefulNode) markDirty(kg uint16, k *sfKey) {
+func (n *statefulNode) markDirty(k *sfKey) {
 	if n.al != nil {
-		n.changes.log(&k.dirty, sfDirty{kg: kg, k: k})
+		n.changes.log(&k.dirty, k)
 	}
 }
 
-// encodeKey appends the state of d's key, or reports it has none.
-func (n *statefulNode) encodeKey(buf []byte, d sfDirty) ([]byte, bool, error) {
-	if d.k.dead || len(d.k.wins) == 0 {
+// encodeKey appends the state of key k, or reports it has none.
+func (n *statefulNode) encodeKey(buf []byte, k sfDirty) ([]byte, bool, error) {
+	if k.dead || k.win == nil {
 		return buf, false, nil
 	}
-	buf, err := appendSfKey(buf, n.coder, d.k)
+	buf, err := appendSfKey(buf, n.coder, k)
 	return buf, true, err
 }
 
@@ -326,11 +402,12 @@ type decodedSfKey struct {
 
 // decodeRestored decodes one key of a checkpoint (restoreInParts's
 // decode).
-func (n *statefulNode) decodeRestored(_ uint16, key, value []byte) (decodedSfKey, error) {
+func (n *statefulNode) decodeRestored(kg uint16, key, value []byte) (decodedSfKey, error) {
 	k, dropped, err := decodeSfKey(n.coder, value)
 	if err != nil {
 		return decodedSfKey{}, err
 	}
+	k.kg = kg
 	k.str = string(key)
 	k.hi = uint32(KeyHash(key) >> 32)
 	return decodedSfKey{k: k, dropped: dropped}, nil
@@ -346,14 +423,15 @@ func (n *statefulNode) applyRestored(b restoreBatch[decodedSfKey]) error {
 		if len(d.dropped) > 0 {
 			// The key holds those values no more: its next checkpoint stores
 			// it without them, so a later restore does not refuse them again.
-			n.markDirty(kg, k)
+			n.markDirty(k)
 			if err := reportStateRejects(n.w, n.sp.step.Name, k.key, k.str, d.dropped); err != nil {
 				return err
 			}
 		}
 		g.add(k)
 		n.nkeys++
-		for _, ws := range k.wins {
+		for i := range k.nwins() {
+			ws := k.winAt(i)
 			n.pushExpiry(kg, k, ws.w)
 			for _, c := range ws.timers() {
 				n.pushTimer(c.v.Domain, sfTimerAt(c.v.Time, kg, k, ws.w, c.id))
@@ -376,8 +454,8 @@ func newStatefulNode(w *worker, sp *stepPlan, out *outputs) (*statefulNode, erro
 	}
 	n.state, n.log = n, &n.changes
 	n.changes = newChangeLog(sp.step.Name,
-		func(d sfDirty) *uint64 { return &d.k.dirty },
-		func(d sfDirty) dirtyKey { return dirtyKey{d.kg, d.k.str} },
+		func(k sfDirty) *uint64 { return &k.dirty },
+		func(k sfDirty) dirtyKey { return dirtyKey{k.kg, k.str} },
 		n.encodeKey)
 	n.sc.n = n
 	n.ctx = contract.NewStateContext(&n.sc)
@@ -431,7 +509,8 @@ func (n *statefulNode) loadFarTimers() {
 	var refs []sfTimerRef
 	for kg, g := range n.groups {
 		for k := range g.all() {
-			for _, ws := range k.wins {
+			for i := range k.nwins() {
+				ws := k.winAt(i)
 				if t := n.strategy.GCTime(ws.w); t >= mtime.EndOfGlobalWindow {
 					refs = append(refs, sfTimerAt(t, uint16(kg), k, ws.w, ""))
 				}
@@ -477,22 +556,16 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 		}
 		k := g.findBytes(uint32(h>>32), enc)
 		if k == nil {
-			k = &sfKey{key: n.fn.Key(e.Value), str: string(enc), hi: uint32(h >> 32)}
+			k = &sfKey{key: n.fn.Key(e.Value), str: string(enc), hi: uint32(h >> 32), kg: kg}
 			g.add(k)
 			n.nkeys++
 		}
 		key := k.str
-		n.markDirty(kg, k)
-		var ws *sfWin
-		for _, c := range k.wins {
-			if c.w == e.Window {
-				ws = c
-				break
-			}
-		}
+		n.markDirty(k)
+		ws := k.findWin(e.Window)
 		if ws == nil {
 			ws = &sfWin{w: e.Window}
-			k.wins = append(k.wins, ws)
+			k.addWin(ws)
 			n.pushExpiry(kg, k, e.Window)
 		}
 		n.sc = sfContext{n: n, kg: kg, key: key, k: k, ws: ws, ts: e.Time, cur: e}
@@ -524,12 +597,7 @@ func (n *statefulNode) find(ref sfTimerRef) (*sfKey, *sfWin) {
 	if k == nil {
 		return nil, nil
 	}
-	for _, ws := range k.wins {
-		if ws.w == ref.w {
-			return k, ws
-		}
-	}
-	return k, nil
+	return k, k.findWin(ref.w)
 }
 
 // fire runs one timer if it is still set as ref describes; GC refs drop the window.
@@ -539,14 +607,9 @@ func (n *statefulNode) fire(ref sfTimerRef, domain graph.TimeDomain, ts mtime.Ti
 		return nil
 	}
 	if ref.id == "" {
-		n.markDirty(ref.kg, k)
-		for i, c := range k.wins {
-			if c == ws {
-				k.wins = append(k.wins[:i], k.wins[i+1:]...)
-				break
-			}
-		}
-		if len(k.wins) == 0 {
+		n.markDirty(k)
+		k.removeWin(ws)
+		if k.win == nil {
 			n.groups[ref.kg].remove(k)
 			n.nkeys--
 			k.dead = true
@@ -557,7 +620,7 @@ func (n *statefulNode) fire(ref sfTimerRef, domain graph.TimeDomain, ts mtime.Ti
 	if !ok || t.Time != ref.t || t.Domain != domain {
 		return nil
 	}
-	n.markDirty(ref.kg, k)
+	n.markDirty(k)
 	ws.more.timers.del(ref.id)
 	n.sc = sfContext{n: n, kg: ref.kg, key: ref.key, k: k, ws: ws, ts: ts}
 	if err := n.fn.OnTimer(&n.ctx, t); err != nil {
@@ -623,9 +686,9 @@ func (n *statefulNode) finish() error {
 		}
 	}
 	n.events, n.proc = nil, nil
-	for kg, g := range n.groups {
+	for _, g := range n.groups {
 		for k := range g.all() {
-			n.markDirty(uint16(kg), k)
+			n.markDirty(k)
 			k.dead = true
 		}
 	}
