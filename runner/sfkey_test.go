@@ -84,3 +84,30 @@ func TestSfKeySize(t *testing.T) {
 		t.Errorf("sfKey is %d bytes, want at most 64", n)
 	}
 }
+
+// TestOwnKey: a string key whose encoding is its bytes is held as the
+// record's own copy of them; any other key as it is.
+func TestOwnKey(t *testing.T) {
+	str := string([]byte("key-1"))
+	tests := []struct {
+		name  string
+		key   any
+		want  any
+		owned bool // the result shares str's bytes
+	}{
+		{"a string key", string([]byte("key-1")), "key-1", true},
+		{"a string of other bytes", "key-2", "key-2", false},
+		{"an integer key", int64(7), int64(7), false},
+		{"no key", nil, nil, false},
+	}
+	for _, tc := range tests {
+		got := ownKey(tc.key, str)
+		if got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+		s, ok := got.(string)
+		if owned := ok && unsafe.StringData(s) == unsafe.StringData(str); owned != tc.owned {
+			t.Errorf("%s: shares the record's bytes %v, want %v", tc.name, owned, tc.owned)
+		}
+	}
+}

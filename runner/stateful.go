@@ -80,6 +80,17 @@ type sfKey struct {
 	dead bool
 }
 
+// ownKey returns key, or str when key is a string of the same bytes (a
+// string key's encoding is its bytes): a key's record then holds one copy
+// of them, not two, and keeps nothing of the element it came from alive
+// (a string read from a message may share the message's memory).
+func ownKey(key any, str string) any {
+	if s, ok := key.(string); ok && s == str {
+		return str
+	}
+	return key
+}
+
 // nwins returns how many windows the key has.
 func (k *sfKey) nwins() int {
 	switch {
@@ -409,6 +420,7 @@ func (n *statefulNode) decodeRestored(kg uint16, key, value []byte) (decodedSfKe
 	}
 	k.kg = kg
 	k.str = string(key)
+	k.key = ownKey(k.key, k.str)
 	k.hi = uint32(KeyHash(key) >> 32)
 	return decodedSfKey{k: k, dropped: dropped}, nil
 }
@@ -556,7 +568,8 @@ func (n *statefulNode) processAligned(_ int, b bundle) error {
 		}
 		k := g.findBytes(uint32(h>>32), enc)
 		if k == nil {
-			k = &sfKey{key: n.fn.Key(e.Value), str: string(enc), hi: uint32(h >> 32), kg: kg}
+			str := string(enc)
+			k = &sfKey{key: ownKey(n.fn.Key(e.Value), str), str: str, hi: uint32(h >> 32), kg: kg}
 			g.add(k)
 			n.nkeys++
 		}
