@@ -39,7 +39,8 @@ type StateConfig struct {
 	Dir string
 	// HeapProfile, when set, is a path prefix: heap profiles are written
 	// to HeapProfile+"-held.pprof" at the heap reading while the keys are
-	// held and to HeapProfile+"-after-cp.pprof" after the full checkpoint.
+	// held, to HeapProfile+"-after-cp.pprof" after the full checkpoint and
+	// to HeapProfile+"-restored.pprof" once a new execution restored them.
 	HeapProfile string
 	// CPUProfile, when set, is a path prefix: a CPU profile of the restore
 	// is written to CPUProfile+"-restore.pprof".
@@ -109,6 +110,10 @@ type StateOutcome struct {
 	RestoreMillis     float64 `json:"restore_ms"`
 	RestoredKeys      int64   `json:"restored_keys"`
 	RestoreKeysPerSec float64 `json:"restore_keys_per_sec"`
+	// HeapBytesPerKeyAfterRestore is the live heap per key once the new
+	// execution restored them, read as HeapBytes is: what a restarted
+	// server holds for the same keys.
+	HeapBytesPerKeyAfterRestore float64 `json:"heap_bytes_per_key_after_restore"`
 	// GOMAXPROCS, GoVersion and LoadAverage describe where it ran.
 	GOMAXPROCS  int     `json:"gomaxprocs"`
 	GoVersion   string  `json:"go_version"`
@@ -497,8 +502,10 @@ func RunState(ctx context.Context, cfg StateConfig) (StateOutcome, error) {
 		return out, fmt.Errorf("starting the %s job: %w", cfg.Job, err)
 	}
 	defer func() {
-		x.Cancel()
-		_, _ = x.Wait()
+		if x != nil {
+			x.Cancel()
+			_, _ = x.Wait()
+		}
 	}()
 	failed := func() bool {
 		select {
@@ -592,10 +599,13 @@ func RunState(ctx context.Context, cfg StateConfig) (StateOutcome, error) {
 	heldBefore, _ := keyedMetrics(x)
 	x.Cancel()
 	_, _ = x.Wait()
+	// The stopped execution's keys are garbage now: the deferred cancel
+	// must not keep them alive through the restore's heap reading.
+	x = nil
 	if err := store.Close(); err != nil {
 		return out, fmt.Errorf("closing the state store: %w", err)
 	}
-	return out, measureRestore(ctx, cfg, storeDir, lineage, jobID, emitted, heldBefore, &out)
+	return out, measureRestore(ctx, cfg, storeDir, lineage, jobID, emitted, heldBefore, before, &out)
 }
 
 // measureRestore opens the state store again (as a restarted server
@@ -603,7 +613,10 @@ func RunState(ctx context.Context, cfg StateConfig) (StateOutcome, error) {
 // records how long the restore took; the new execution must hold the
 // held keys. Its source resumes at the checkpoint's positions and is
 // capped at emitted, so it reads nothing new.
-func measureRestore(ctx context.Context, cfg StateConfig, storeDir, lineage, jobID string, emitted, held int64, out *StateOutcome) error {
+//
+// before is the live heap before the first execution started, which the
+// restored execution's heap is read against.
+func measureRestore(ctx context.Context, cfg StateConfig, storeDir, lineage, jobID string, emitted, held, before int64, out *StateOutcome) error {
 	store, err := state.Open(storeDir, nil)
 	if err != nil {
 		return fmt.Errorf("opening the state store again: %w", err)
@@ -649,5 +662,6 @@ func measureRestore(ctx context.Context, cfg StateConfig, storeDir, lineage, job
 		return fmt.Errorf("%w: the restored execution holds %d keys, the stopped one held %d", ErrMismatch, out.RestoredKeys, held)
 	}
 	out.RestoreKeysPerSec = perSecond(out.RestoredKeys, out.RestoreMillis)
-	return nil
+	out.HeapBytesPerKeyAfterRestore = float64(liveHeap()-before) / float64(cfg.Keys)
+	return writeHeapProfile(cfg.HeapProfile, "-restored.pprof")
 }

@@ -123,7 +123,7 @@ restore decodes each key's cells). The targets shown are issue 25's: heap
 				return cli.WriteJSON(e.Stdout, runs)
 			}
 			tw := tabwriter.NewWriter(e.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "JOB\tKEYS\tHELD\tHEAP B/KEY\tAFTER CP B/KEY\tTARGET\tCP DISK B/KEY\tCP ENTRY B/KEY\tFULL CP MS\t1% KEYS\t1% CP MS\t1% ENTRIES\t1000 KEYS CP MS\tRESTORE MS\tRESTORE KEYS/S\tPEAK RSS MiB\t")
+			fmt.Fprintln(tw, "JOB\tKEYS\tHELD\tHEAP B/KEY\tAFTER CP B/KEY\tTARGET\tCP DISK B/KEY\tCP ENTRY B/KEY\tFULL CP MS\t1% KEYS\t1% CP MS\t1% ENTRIES\t1000 KEYS CP MS\tRESTORE MS\tRESTORE KEYS/S\tRESTORED B/KEY\tPEAK RSS MiB\t")
 			for _, r := range runs {
 				target := "-"
 				if r.TargetHeapBytesPerKey > 0 {
@@ -132,10 +132,10 @@ restore decodes each key's cells). The targets shown are issue 25's: heap
 						target = fmt.Sprintf("≤ %.0f met", r.TargetHeapBytesPerKey)
 					}
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%s\t%.1f\t%.1f\t%.1f\t%d\t%.1f\t%d\t%.1f\t%.0f\t%.0f\t%.0f\t\n", r.Job, r.Keys, r.KeysHeld,
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%s\t%.1f\t%.1f\t%.1f\t%d\t%.1f\t%d\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", r.Job, r.Keys, r.KeysHeld,
 					r.HeapBytesPerKey, r.HeapBytesPerKeyAfterCheckpoint, target, r.CheckpointBytesPerKey,
 					r.CheckpointEntryBytesPerKey, r.FullCheckpointMillis, r.ChangedKeys, r.ChangedCheckpointMillis,
-					r.ChangedCheckpointEntries, r.FixedChangedCheckpointMillis, r.RestoreMillis, r.RestoreKeysPerSec, float64(r.PeakRSSBytes)/(1<<20))
+					r.ChangedCheckpointEntries, r.FixedChangedCheckpointMillis, r.RestoreMillis, r.RestoreKeysPerSec, r.HeapBytesPerKeyAfterRestore, float64(r.PeakRSSBytes)/(1<<20))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
