@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/weir-dev/weir/runner/contract"
 
@@ -252,10 +255,74 @@ type stateDecoder struct {
 	b   []byte
 	sc  contract.StateCoder
 	err error
+	// ids holds the cell ids read so far (nil: each id read is a new
+	// string).
+	ids *cellIDs
 	// win is the window whose cells are being decoded.
 	win window.Window
 	// dropped lists the stored values the step's code dropped.
 	dropped []droppedState
+}
+
+// id reads a cell's id.
+func (d *stateDecoder) id() string {
+	b := d.bytes()
+	if d.ids == nil {
+		return string(b)
+	}
+	return d.ids.get(b)
+}
+
+// cellIDs holds the distinct cell ids a stateful step's restore read
+// (the few the step declares, and any it declared before): several
+// goroutines restore a step's keys at once, and each key's cells share one
+// string per id instead of holding a copy each (16 bytes a cell).
+//
+// Reads take no lock: they read an immutable map. mu (a leaf: nothing is
+// locked while it is held) serializes the copies that add an id.
+type cellIDs struct {
+	m  atomic.Pointer[map[string]string]
+	mu sync.Mutex
+}
+
+// get returns the string of id b, the same string for the same bytes.
+func (c *cellIDs) get(b []byte) string {
+	if m := c.m.Load(); m != nil {
+		if s, ok := (*m)[string(b)]; ok {
+			return s
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if s, ok := (*old)[string(b)]; ok {
+			return s
+		}
+	}
+	if lenOf(old) >= maxCellIDs {
+		return string(b)
+	}
+	next := make(map[string]string, 1+lenOf(old))
+	if old != nil {
+		maps.Copy(next, *old)
+	}
+	s := string(b)
+	next[s] = s
+	c.m.Store(&next)
+	return s
+}
+
+// maxCellIDs bounds what a cellIDs holds: a step declares a few cells, and
+// ids beyond these (a damaged store's) are new strings each.
+const maxCellIDs = 256
+
+// lenOf returns the length of *m, 0 for nil.
+func lenOf(m *map[string]string) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
 }
 
 // droppedState is a stored state value the step's code refused to carry
@@ -313,8 +380,11 @@ func (d *stateDecoder) value(cell string) (v any, ok bool) {
 
 // decodeSfKey reads what encodeSfKey wrote. It also returns the stored
 // values the step's code dropped, which the key holds no more.
-func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, []droppedState, error) {
-	d := &stateDecoder{b: b, sc: sc}
+//
+// ids, when not nil, holds the cell ids it reads: a restored key's cells
+// then share their ids' strings instead of holding a copy each.
+func decodeSfKey(sc contract.StateCoder, b []byte, ids *cellIDs) (*sfKey, []droppedState, error) {
+	d := &stateDecoder{b: b, sc: sc, ids: ids}
 	kb := d.bytes()
 	if d.err != nil {
 		return nil, nil, d.err
@@ -334,7 +404,7 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, []droppedState, erro
 		if n := d.uvarint(); n > 0 {
 			ws.values = make(cells[any], 0, min(n, 8))
 			for j := uint64(0); j < n && d.err == nil; j++ {
-				id := string(d.bytes())
+				id := d.id()
 				if v, ok := d.value(id); ok {
 					ws.values.set(id, v)
 				}
@@ -342,7 +412,7 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, []droppedState, erro
 		}
 		if n := d.uvarint(); n > 0 {
 			for j := uint64(0); j < n && d.err == nil; j++ {
-				id := string(d.bytes())
+				id := d.id()
 				m := d.uvarint()
 				var bag []any
 				for x := uint64(0); x < m && d.err == nil; x++ {
@@ -357,7 +427,7 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, []droppedState, erro
 		}
 		if n := d.uvarint(); n > 0 {
 			for j := uint64(0); j < n && d.err == nil; j++ {
-				id := string(d.bytes())
+				id := d.id()
 				m := d.uvarint()
 				entries := map[any]any{}
 				ws.extra().maps.set(id, entries)
@@ -375,8 +445,8 @@ func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, []droppedState, erro
 		}
 		if n := d.uvarint(); n > 0 {
 			for j := uint64(0); j < n && d.err == nil; j++ {
-				id := string(d.bytes())
-				dom := string(d.bytes())
+				id := d.id()
+				dom := d.id()
 				if d.err == nil && len(d.b) < 8 {
 					d.err = fmt.Errorf("corrupt state entry")
 				}
