@@ -3,7 +3,11 @@ package runner
 // This file restores an aggregation's keys from a checkpoint's state (a
 // plain restore; a re-keying one is in rekey.go).
 
-import "container/heap"
+import (
+	"container/heap"
+
+	"github.com/weir-dev/weir/mtime"
+)
 
 // restore loads the checkpointed state of the key groups this worker owns.
 func (n *aggNode) restore() error {
@@ -67,12 +71,26 @@ func (n *aggNode) restored(kg uint16, k *aggKey, kb []byte, dropped []droppedSta
 
 // setTimers sets the event-time timers and the processing-time deadlines
 // of every window of k, a key restored or moved into key group kg.
+//
+// While panes are held back at a −∞ watermark
+// (Options.HoldPanesAtMinWatermark), it also holds every window of k with
+// elements no pane has shown yet: which of them were held is not stored,
+// and an element-driven trigger (after_count) that fired while the
+// watermark was −∞ would otherwise wait for the window's next element or
+// its end. Evaluated when the watermark rises, a window whose trigger
+// does not fire is left as it was. The default trigger fires only on the
+// watermark, which its timers follow.
 func (n *aggNode) setTimers(kg uint16, k *aggKey) {
+	hold := n.w.r.opts.HoldPanesAtMinWatermark && n.wm <= mtime.MinTimestamp && !n.m.FiresOnWatermarkOnly()
 	for i := range k.nwin() {
 		ws := k.win(i)
 		n.setEventTimers(kg, k, ws)
 		if d := n.m.NextDeadline(&ws.st); d != 0 {
 			heap.Push(&n.deadlines, timerAt(d, kg, k, ws.w))
+		}
+		if hold && ws.st.NewData() && !ws.held() {
+			ws.setMark(markHeld, true)
+			n.held = append(n.held, touchRef{kg: kg, k: k, ws: ws})
 		}
 	}
 }

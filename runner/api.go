@@ -66,7 +66,11 @@ type Options struct {
 	// first pane of each window then carries everything the old job had
 	// read for it, instead of a partial total fired half-way through the
 	// catch-up. Nothing is discarded, so discarding panes lose nothing
-	// either; they are only delayed.
+	// either; they are only delayed. An execution that restores keys (a
+	// restart while catching up, a re-keying update) holds every restored
+	// window with elements no pane has shown, as the checkpoint does not
+	// say which were held; the ones whose trigger does not fire when the
+	// watermark rises are left as they were.
 	HoldPanesAtMinWatermark bool
 	// PartialBefore, when above −∞, is where the job's input started in
 	// event time: its sources began reading after input that belongs before

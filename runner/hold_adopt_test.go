@@ -41,11 +41,19 @@ func (p *paneSink) seen() []string {
 // at a −∞ watermark (Options.HoldPanesAtMinWatermark, a re-reading
 // replacement catching up) fires that pane as soon as the watermark rises
 // after the job was updated in place or rescaled (its keys adopted in
-// memory), not only at its next element or its end.
+// memory) or restarted from its checkpoint (a crash while catching up),
+// not only at its next element or its end.
 func TestHeldPanesSurviveAdoption(t *testing.T) {
-	for _, tc := range [][2]int{{1, 1}, {1, 2}, {2, 1}} {
-		workers, after := tc[0], tc[1]
-		t.Run(fmt.Sprintf("w%d-to-w%d", workers, after), func(t *testing.T) {
+	for _, tc := range []struct {
+		workers, after int
+		restart        bool // restored from the checkpoint, not adopted
+	}{{1, 1, false}, {1, 2, false}, {2, 1, false}, {1, 1, true}, {1, 2, true}, {2, 1, true}} {
+		workers, after := tc.workers, tc.after
+		how := "adopted"
+		if tc.restart {
+			how = "restored"
+		}
+		t.Run(fmt.Sprintf("w%d-to-w%d-%s", workers, after, how), func(t *testing.T) {
 			ctx := context.Background()
 			src := &seqSource{n: 100, splits: 1, keys: 1}
 			src.minWM.Store(true)
@@ -75,6 +83,9 @@ func TestHeldPanesSurviveAdoption(t *testing.T) {
 			}
 			restore := pauseDurably(t, x, store)
 			adopt := &runner.Adoption{From: x, Steps: map[string]string{"Sum": "Sum"}}
+			if tc.restart {
+				adopt, restore.State = nil, store
+			}
 			x2, err := runner.Start(ctx, build(), runner.Options{NumWorkers: after, Checkpoints: true, HoldPanesAtMinWatermark: true, Restore: restore, Adopt: adopt})
 			if err != nil {
 				t.Fatal(err)

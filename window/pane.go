@@ -150,6 +150,11 @@ func NewMachine(s Strategy) *Machine {
 		defaultTrigger: s.Trigger.Kind == TriggerDefault || s.Trigger.Kind == ""}
 }
 
+// FiresOnWatermarkOnly reports whether the strategy's trigger is the
+// default one, which fires when the watermark passes a window's end and
+// at nothing else.
+func (m *Machine) FiresOnWatermarkOnly() bool { return m.defaultTrigger }
+
 // NewState returns the state of a window that has just received its first element.
 func (m *Machine) NewState() State {
 	return State{Trigger: m.Strategy.Trigger.NewState()}
