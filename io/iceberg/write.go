@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -501,12 +504,92 @@ func (s *Sink) appendLocked(ctx context.Context, recs []arrow.RecordBatch, epoch
 		}
 		props = iceberg.Properties{SummarySinkID: s.cfg.SinkID, SummaryEpoch: strconv.FormatUint(epoch, 10)}
 	}
+	if progress {
+		if err := s.clearOwnClaimLocked(tbl); err != nil {
+			return err
+		}
+	}
 	at := array.NewTableFromRecords(s.arrow, recs)
 	defer at.Release()
 	if _, err := tbl.AppendTable(ctx, at, 1<<16, props); err != nil {
 		return fmt.Errorf("appending to table %s: %w", s.cfg.Table, err)
 	}
 	return nil
+}
+
+// clearOwnClaimLocked removes the claim a commit of this sink left on the
+// table's next metadata version when its process was killed: a hadoop
+// catalog's commit renames the new metadata to v<N>.metadata.json.claim,
+// then the claim to v<N>.metadata.json, and honours a claim for a minute,
+// so the job's first commit after a crash in between would fail for that
+// long. A claim whose new snapshot records this sink is one of its own
+// commits: a sink's commits are serialized (s.mu), and one of an earlier
+// process is dead, or fenced (its checkpoint cannot commit), and would
+// have appended the same rows at the same epoch. Its removal is safe
+// either way: the catalog renames without replacing, so a writer still
+// holding the claim fails instead of publishing a second version N. A
+// claim of another writer, or one that does not parse, is left to the
+// catalog. Only tables whose metadata is in a local directory have such
+// claims here.
+func (s *Sink) clearOwnClaimLocked(tbl *table.Table) error {
+	path, ok := localFile(tbl.MetadataLocation())
+	if !ok {
+		return nil
+	}
+	v, ok := metadataVersion(filepath.Base(path))
+	if !ok {
+		return nil
+	}
+	claim := filepath.Join(filepath.Dir(path), fmt.Sprintf("v%d.metadata.json.claim", v+1))
+	b, err := os.ReadFile(claim)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the claim %s on table %s: %w", claim, s.cfg.Table, err)
+	}
+	md, err := table.ParseMetadataBytes(b)
+	if err != nil {
+		return nil
+	}
+	snap := md.CurrentSnapshot()
+	if snap == nil || snap.Summary == nil || snap.Summary.Properties[SummarySinkID] != s.cfg.SinkID {
+		return nil
+	}
+	if err := os.Remove(claim); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing the claim %s a killed commit of table %s left: %w", claim, s.cfg.Table, err)
+	}
+	return nil
+}
+
+// localFile returns the path of location when it names a local file (an
+// absolute path or a file:// URL).
+func localFile(location string) (string, bool) {
+	if p, ok := strings.CutPrefix(location, "file://"); ok {
+		location = p
+	}
+	if !filepath.IsAbs(location) {
+		return "", false
+	}
+	return location, true
+}
+
+// metadataVersion returns N of a metadata file named vN.metadata.json
+// (or vN.gz.metadata.json).
+func metadataVersion(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "v")
+	if !ok {
+		return 0, false
+	}
+	num, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.Atoi(num)
+	if err != nil || v < 0 {
+		return 0, false
+	}
+	return v, true
 }
 
 // CommittedEpoch returns the latest epoch of sinkID that a snapshot of
