@@ -114,8 +114,11 @@ func (jr *Run) metricsOf(now time.Time, res *runner.Result) *record.JobMetrics {
 // rescale), hands the new execution the paused old one's keyed state in
 // memory. j is then RUNNING (or stays DRAINING, and is drained at once),
 // and a supervisor watches it. An execution that cannot start makes j
-// FAILED; only registry failures, and SHUTTING_DOWN when the service
-// closes meanwhile (j then resumes on the next Open), are returned.
+// FAILED, except when a connector is unavailable or the repeated commit
+// failed for a reason that may pass (canWaitForSink): j then waits and is
+// started again on the retry interval. Only registry failures, and
+// SHUTTING_DOWN when the service closes meanwhile (j then resumes on the
+// next Open), are returned.
 //
 // The caller holds j's name guard, not the registry lock: reading the checkpoint,
 // committing sinks and starting the execution happen without it.
@@ -129,7 +132,15 @@ func (s *Core) Launch(ctx context.Context, j *record.Job, prog *contract.Program
 			return s.Fail(j, err.Error())
 		}
 	} else if err := runner.CommitRestored(ctx, prog, cp); err != nil {
-		return s.Fail(j, fmt.Sprintf("committing the sinks of checkpoint %d again: %v", cp.Epoch, err))
+		err = fmt.Errorf("committing the sinks of checkpoint %d again: %w", cp.Epoch, err)
+		if s.canWaitForSink(j, prog, err) {
+			// A commit that may pass later (a database busy or away, a
+			// table locked by a writer that was killed): started again on
+			// the retry interval, as a job whose connector is away.
+			s.noteConnectorFault(j, err, cp.Epoch)
+			return nil
+		}
+		return s.Fail(j, err.Error())
 	}
 	jr, err := s.StartExecution(ctx, j, prog, restore, adopt)
 	if err != nil {

@@ -25,6 +25,11 @@ import (
 // would. The condition clears (an info event) at the first checkpoint a
 // new execution commits. A cancel meanwhile completes at the next retry;
 // a drain drains the execution the retry starts.
+//
+// A job whose sinks refuse, as it starts, the commit of its last
+// checkpoint repeated (Launch) waits the same way when no sink says the
+// error is permanent: a database busy or away, a table a killed writer
+// left locked.
 
 // connectorFault is a job whose execution stopped because a connector was
 // unavailable, waiting to be started again.
@@ -64,6 +69,21 @@ func (s *Core) waitForConnector(jr *Run, j *record.Job, runErr error) bool {
 func (s *Core) canWaitForConnector(j *record.Job, err error) bool {
 	return errors.Is(err, contract.ErrUnavailable) &&
 		(j.State == record.StateRunning || j.State == record.StateDraining) &&
+		(j.SDK != record.SDKGo || s.Opts.Program != nil)
+}
+
+// canWaitForSink reports whether job j waits and starts again rather than
+// fail when the sinks' commit of its last checkpoint, repeated as it
+// starts, failed with err: no sink of prog says err is permanent
+// (contract.PermanentCommitter, as a running job's failed commit is
+// judged: fault_sink.go), and the job could wait for a connector
+// (canWaitForConnector). Nothing past that checkpoint was acknowledged,
+// so nothing is lost while it waits.
+func (s *Core) canWaitForSink(j *record.Job, prog *contract.Program, err error) bool {
+	if _, permanent := permanentCommit(prog, err); permanent {
+		return false
+	}
+	return (j.State == record.StateRunning || j.State == record.StateDraining) &&
 		(j.SDK != record.SDKGo || s.Opts.Program != nil)
 }
 
