@@ -327,8 +327,10 @@ func NexmarkYAMLPipeline(q, sourceConfig string, size, period time.Duration) (st
 }
 
 // nexmarkYAMLAuctionsAndBids are the steps of Beam's WinningBids in YAML
-// before its SQL: the auctions (Auctions) and the bids (Bids) as flat rows.
-const nexmarkYAMLAuctionsAndBids = `
+// before its SQL: the auctions (Auctions) and the bids (Bids) as flat rows
+// of the fields given (MapToFields' fields, indented for them).
+func nexmarkYAMLAuctionsAndBids(auctionFields, bidFields string) string {
+	return `
     - type: Filter
       name: AuctionEvents
       input: Events
@@ -337,7 +339,24 @@ const nexmarkYAMLAuctionsAndBids = `
       name: Auctions
       input: AuctionEvents
       config:
-        fields:
+        fields:` + auctionFields + `
+    - type: Filter
+      name: BidEvents
+      input: Events
+      config: {keep: "eventType == 'BID'"}
+    - type: MapToFields
+      name: Bids
+      input: BidEvents
+      config:
+        fields: ` + bidFields + "\n"
+}
+
+// The fields of the auctions and bids the winning bids are taken from:
+// every one, or (for the queries that read only the winning prices) those
+// a winning price needs and those q4 and q6 read, a third of the bytes
+// for the SQL step to load (a bid's padding is most of it).
+const (
+	nexmarkYAMLAuctionFields = `
           id: newAuction.id
           itemName: newAuction.itemName
           description: newAuction.description
@@ -347,17 +366,16 @@ const nexmarkYAMLAuctionsAndBids = `
           expires: newAuction.expires
           seller: newAuction.seller
           category: newAuction.category
-          extra: newAuction.extra
-    - type: Filter
-      name: BidEvents
-      input: Events
-      config: {keep: "eventType == 'BID'"}
-    - type: MapToFields
-      name: Bids
-      input: BidEvents
-      config:
-        fields: {auction: bid.auction, bidder: bid.bidder, price: bid.price, dateTime: bid.dateTime, extra: bid.extra}
-`
+          extra: newAuction.extra`
+	nexmarkYAMLBidFields          = `{auction: bid.auction, bidder: bid.bidder, price: bid.price, dateTime: bid.dateTime, extra: bid.extra}`
+	nexmarkYAMLAuctionPriceFields = `
+          id: newAuction.id
+          reserve: newAuction.reserve
+          expires: newAuction.expires
+          seller: newAuction.seller
+          category: newAuction.category`
+	nexmarkYAMLBidPriceFields = `{auction: bid.auction, price: bid.price, dateTime: bid.dateTime}`
+)
 
 // nexmarkYAMLWinners is Beam's WinningBids in SQL over the tables auction
 // and bid: every auction joined with its bids made before it expires at
@@ -375,36 +393,6 @@ const nexmarkYAMLWinners = `SELECT id, itemName, description, initialBid, reserv
             WHERE b.dateTime < a.expires AND b.price >= a.reserve)
           WHERE rank = 1`
 
-// nexmarkYAMLPricesOfAuctionsAndBids is nexmarkYAMLAuctionsAndBids with
-// only the fields a winning bid's price needs, and the auction's fields
-// q4 and q6 read: the SQL step then loads a third of the bytes (a bid's
-// padding is most of it).
-const nexmarkYAMLPricesOfAuctionsAndBids = `
-    - type: Filter
-      name: AuctionEvents
-      input: Events
-      config: {keep: "eventType == 'AUCTION'"}
-    - type: MapToFields
-      name: Auctions
-      input: AuctionEvents
-      config:
-        fields:
-          id: newAuction.id
-          reserve: newAuction.reserve
-          expires: newAuction.expires
-          seller: newAuction.seller
-          category: newAuction.category
-    - type: Filter
-      name: BidEvents
-      input: Events
-      config: {keep: "eventType == 'BID'"}
-    - type: MapToFields
-      name: Bids
-      input: BidEvents
-      config:
-        fields: {auction: bid.auction, price: bid.price, dateTime: bid.dateTime}
-`
-
 // nexmarkYAMLWinningPrices is the table winners for the queries that read
 // only a winning bid's price (q4, q6): each auction with the highest price
 // of its bids made before it expires at no less than its reserve. Which
@@ -418,26 +406,28 @@ const nexmarkYAMLWinningPrices = `SELECT a.id AS id, a.seller AS seller, a.categ
 // nexmarkYAMLWinningPricesSQL is nexmarkYAMLWinningBidsSQL for the queries
 // that read only the winning prices (nexmarkYAMLWinningPrices).
 func nexmarkYAMLWinningPricesSQL(name, query string) string {
-	return nexmarkYAMLPricesOfAuctionsAndBids + `
-    - type: Sql
-      name: ` + name + `
-      input: {auction: Auctions, bid: Bids}
-      config:
-        query: >-
-          WITH winners AS (` + nexmarkYAMLWinningPrices + `)
-          ` + query + "\n"
+	return nexmarkYAMLAuctionsAndBids(nexmarkYAMLAuctionPriceFields, nexmarkYAMLBidPriceFields) +
+		nexmarkYAMLWinnersSQL(name, nexmarkYAMLWinningPrices, query)
 }
 
 // nexmarkYAMLWinningBidsSQL is a Sql step named name over Auctions and
 // Bids (nexmarkYAMLAuctionsAndBids) running query, in which the table
 // winners holds the winning bids (nexmarkYAMLWinners).
 func nexmarkYAMLWinningBidsSQL(name, query string) string {
-	return nexmarkYAMLAuctionsAndBids + `
+	return nexmarkYAMLAuctionsAndBids(nexmarkYAMLAuctionFields, nexmarkYAMLBidFields) +
+		nexmarkYAMLWinnersSQL(name, nexmarkYAMLWinners, query)
+}
+
+// nexmarkYAMLWinnersSQL is a Sql step named name over Auctions and Bids
+// running query, in which the table winners is what the query winners
+// selects.
+func nexmarkYAMLWinnersSQL(name, winners, query string) string {
+	return `
     - type: Sql
       name: ` + name + `
       input: {auction: Auctions, bid: Bids}
       config:
         query: >-
-          WITH winners AS (` + nexmarkYAMLWinners + `)
+          WITH winners AS (` + winners + `)
           ` + query + "\n"
 }
