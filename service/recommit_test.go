@@ -40,7 +40,7 @@ func (r refusingCommits) Commit(ctx context.Context, epoch uint64, parts [][]byt
 // the commit of its last checkpoint repeated (in case the process stopped
 // between the checkpoint's write and its commit) for a reason that may
 // pass is not FAILED: it stays RUNNING with condition
-// CONNECTOR_UNAVAILABLE, is started again on the retry interval, and once
+// SINK_UNAVAILABLE, is started again on the retry interval, and once
 // the sink accepts it goes on and ends with exact counts.
 func TestRestartWaitsForItsSinks(t *testing.T) {
 	t.Parallel()
@@ -91,12 +91,12 @@ func TestRestartWaitsForItsSinks(t *testing.T) {
 	if _, err := s.StartProgram(ctx, ProgramRequest{Name: "counts", Program: "v1"}); err != nil {
 		t.Fatal(err)
 	}
-	waiting := waitFor(t, s, "counts", "the CONNECTOR_UNAVAILABLE condition", func(j *record.Job) bool {
+	waiting := waitFor(t, s, "counts", "the SINK_UNAVAILABLE condition", func(j *record.Job) bool {
 		return j.Condition != nil || j.State.Terminal()
 	})
-	if waiting.State != record.StateRunning || waiting.Condition.Code != errcode.ConnectorUnavailable ||
+	if waiting.State != record.StateRunning || waiting.Condition.Code != errcode.SinkUnavailable ||
 		!strings.Contains(waiting.Condition.Message, "injected: the database is busy") {
-		t.Fatalf("after the repeated commit failed: state %s (%s), condition %+v; want RUNNING with CONNECTOR_UNAVAILABLE naming the cause",
+		t.Fatalf("after the repeated commit failed: state %s (%s), condition %+v; want RUNNING with SINK_UNAVAILABLE naming the cause",
 			waiting.State, waiting.Error, waiting.Condition)
 	}
 	for n := tried.Load(); tried.Load() < n+2; {

@@ -137,7 +137,7 @@ func (s *Core) Launch(ctx context.Context, j *record.Job, prog *contract.Program
 			// A commit that may pass later (a database busy or away, a
 			// table locked by a writer that was killed): started again on
 			// the retry interval, as a job whose connector is away.
-			s.noteConnectorFault(j, err, cp.Epoch)
+			s.noteConnectorFault(j, err, cp.Epoch, errcode.SinkUnavailable)
 			return nil
 		}
 		return s.Fail(j, err.Error())
@@ -151,7 +151,7 @@ func (s *Core) Launch(ctx context.Context, j *record.Job, prog *contract.Program
 			if cp != nil {
 				epoch = cp.Epoch
 			}
-			s.noteConnectorFault(j, err, epoch)
+			s.noteConnectorFault(j, err, epoch, errcode.ConnectorUnavailable)
 			return nil
 		}
 		return s.Fail(j, err.Error())

@@ -42,6 +42,19 @@ type connectorFault struct {
 	attempts int
 	// epoch is the last checkpoint the sinks had committed.
 	epoch uint64
+	// code is CONNECTOR_UNAVAILABLE, or SINK_UNAVAILABLE for a sink that
+	// refused the repeated commit of the last checkpoint as the job
+	// started (Launch): the code of the condition and its events, the
+	// first fault's.
+	code errcode.Code
+}
+
+// what names what the job waits for, for its messages.
+func (f *connectorFault) what() (waiting, back string) {
+	if f.code == errcode.SinkUnavailable {
+		return "a sink refuses the commit of the job's last checkpoint, repeated as it starts", "the sinks accept again"
+	}
+	return "a connector is unavailable", "the connectors answer again"
 }
 
 // waitForConnector handles the end of execution jr of job j with runErr:
@@ -57,7 +70,7 @@ func (s *Core) waitForConnector(jr *Run, j *record.Job, runErr error) bool {
 		s.Opts.Logger.Error("releasing the sinks of a job stopped by an unavailable connector", "job_id", jr.ID, "job_name", jr.Name, "error", err)
 	}
 	s.Forget(jr)
-	s.noteConnectorFault(j, runErr, jr.committed.Load())
+	s.noteConnectorFault(j, runErr, jr.committed.Load(), errcode.ConnectorUnavailable)
 	return true
 }
 
@@ -88,26 +101,36 @@ func (s *Core) canWaitForSink(j *record.Job, prog *contract.Program, err error) 
 }
 
 // noteConnectorFault records that job j has no execution because a
-// connector is unavailable (err), the sinks having committed checkpoint
-// epoch: a warning event and log line the first time, a log line on every
-// failed retry.
-func (s *Core) noteConnectorFault(j *record.Job, err error, epoch uint64) {
+// connector is unavailable (err; code CONNECTOR_UNAVAILABLE, or
+// SINK_UNAVAILABLE for a sink that refused the repeated commit), the
+// sinks having committed checkpoint epoch: a warning event and log line
+// the first time, a log line on every failed retry.
+func (s *Core) noteConnectorFault(j *record.Job, err error, epoch uint64, code errcode.Code) {
 	now := time.Now()
-	f := &connectorFault{cause: err, since: now, tried: now, epoch: epoch}
+	f := &connectorFault{cause: err, since: now, tried: now, epoch: epoch, code: code}
 	if v, ok := s.connFaults.Load(j.ID); ok {
 		old := v.(*connectorFault)
-		f.since, f.attempts, f.epoch = old.since, old.attempts, old.epoch
+		f.since, f.attempts, f.epoch, f.code = old.since, old.attempts, old.epoch, old.code
 		s.connFaults.Store(j.ID, f)
-		s.Opts.Logger.Warn(fmt.Sprintf("a connector is still unavailable: the job starts again from its last durable checkpoint in %s", s.Opts.StorageRetryInterval),
-			"job_id", j.ID, "job_name", j.Name, "code", errcode.ConnectorUnavailable, "attempts", f.attempts, "error", err.Error())
+		still := "a connector is still unavailable"
+		if f.code == errcode.SinkUnavailable {
+			still = "a sink still refuses the commit of the job's last checkpoint"
+		}
+		s.Opts.Logger.Warn(fmt.Sprintf("%s: the job starts again from its last durable checkpoint in %s", still, s.Opts.StorageRetryInterval),
+			"job_id", j.ID, "job_name", j.Name, "code", f.code, "attempts", f.attempts, "error", err.Error())
 		s.Changes.Notify()
 		return
 	}
 	s.connFaults.Store(j.ID, f)
-	msg := fmt.Sprintf("a connector is unavailable: %v; the job stopped at checkpoint %d, the last its sinks committed, acknowledged nothing past it, and starts again from its last durable checkpoint every %s until the connector answers", err, epoch, s.Opts.StorageRetryInterval)
+	waiting, _ := f.what()
+	until := "the connector answers"
+	if code == errcode.SinkUnavailable {
+		until = "the sink accepts it"
+	}
+	msg := fmt.Sprintf("%s: %v; the job stopped at checkpoint %d, the last its sinks committed, acknowledged nothing past it, and starts again from its last durable checkpoint every %s until %s", waiting, err, epoch, s.Opts.StorageRetryInterval, until)
 	s.Emit(j.ID, record.EventConditionChanged, record.SeverityWarning, msg,
-		map[string]any{"code": string(errcode.ConnectorUnavailable), "set": true, "epoch": epoch, "error": err.Error()})
-	s.Opts.Logger.Warn(msg, "job_id", j.ID, "job_name", j.Name, "code", errcode.ConnectorUnavailable)
+		map[string]any{"code": string(code), "set": true, "epoch": epoch, "error": err.Error()})
+	s.Opts.Logger.Warn(msg, "job_id", j.ID, "job_name", j.Name, "code", code)
 	s.Changes.Notify()
 }
 
@@ -213,20 +236,22 @@ func (s *Core) connectorCommitted(jr *Run, epoch uint64) {
 	}
 	f := v.(*connectorFault)
 	down := time.Since(f.since).Round(time.Millisecond)
-	msg := fmt.Sprintf("the connectors answer again after %s: the job started again from checkpoint %d and committed checkpoint %d", down, f.epoch, epoch)
+	_, back := f.what()
+	msg := fmt.Sprintf("%s after %s: the job started again from checkpoint %d and committed checkpoint %d", back, down, f.epoch, epoch)
 	s.Emit(jr.ID, record.EventConditionChanged, record.SeverityInfo, msg,
-		map[string]any{"code": string(errcode.ConnectorUnavailable), "set": false, "epoch": epoch})
+		map[string]any{"code": string(f.code), "set": false, "epoch": epoch})
 	s.Opts.Logger.Info(msg, "job_id", jr.ID, "job_name", jr.Name)
 }
 
-// connectorCondition returns job id's CONNECTOR_UNAVAILABLE condition, or
-// nil.
+// connectorCondition returns job id's CONNECTOR_UNAVAILABLE condition
+// (SINK_UNAVAILABLE for a sink that refused the repeated commit), or nil.
 func (s *Core) connectorCondition(id string) *record.Condition {
 	v, ok := s.connFaults.Load(id)
 	if !ok {
 		return nil
 	}
 	f := v.(*connectorFault)
-	return &record.Condition{Code: errcode.ConnectorUnavailable, Since: f.since,
-		Message: fmt.Sprintf("a connector is unavailable: %v (the job acknowledged nothing past checkpoint %d and starts again from its last durable checkpoint every %s; %d start(s) so far)", f.cause, f.epoch, s.Opts.StorageRetryInterval, f.attempts)}
+	waiting, _ := f.what()
+	return &record.Condition{Code: f.code, Since: f.since,
+		Message: fmt.Sprintf("%s: %v (the job acknowledged nothing past checkpoint %d and starts again from its last durable checkpoint every %s; %d start(s) so far)", waiting, f.cause, f.epoch, s.Opts.StorageRetryInterval, f.attempts)}
 }
