@@ -532,8 +532,8 @@ func (s *Sink) appendLocked(ctx context.Context, recs []arrow.RecordBatch, epoch
 // catalog. Only tables whose metadata is in a local directory have such
 // claims here.
 func (s *Sink) clearOwnClaimLocked(tbl *table.Table) error {
-	path, ok := localFile(tbl.MetadataLocation())
-	if !ok {
+	path, err := FilePath(tbl.MetadataLocation())
+	if err != nil || !filepath.IsAbs(path) {
 		return nil
 	}
 	v, ok := metadataVersion(filepath.Base(path))
@@ -560,18 +560,6 @@ func (s *Sink) clearOwnClaimLocked(tbl *table.Table) error {
 		return fmt.Errorf("removing the claim %s a killed commit of table %s left: %w", claim, s.cfg.Table, err)
 	}
 	return nil
-}
-
-// localFile returns the path of location when it names a local file (an
-// absolute path or a file:// URL).
-func localFile(location string) (string, bool) {
-	if p, ok := strings.CutPrefix(location, "file://"); ok {
-		location = p
-	}
-	if !filepath.IsAbs(location) {
-		return "", false
-	}
-	return location, true
 }
 
 // metadataVersion returns N of a metadata file named vN.metadata.json
