@@ -72,7 +72,7 @@ func TestValueCells(t *testing.T) {
 			if !bytes.Equal(b, enc(sorted)) {
 				t.Error("the encoding depends on the order the cells were written in")
 			}
-			k, dropped, err := decodeSfKey(refusingCoder{}, b, nil)
+			k, dropped, err := decodeSfKey(refusingCoder{}, b)
 			if err != nil || len(dropped) > 0 {
 				t.Fatalf("decoding: %v (dropped %v)", err, dropped)
 			}
@@ -109,7 +109,7 @@ func TestWindowCellsEncodeInIDOrder(t *testing.T) {
 			t.Errorf("written in order %v: the encoding differs", order)
 		}
 	}
-	k, dropped, err := decodeSfKey(refusingCoder{}, want, nil)
+	k, dropped, err := decodeSfKey(refusingCoder{}, want)
 	if err != nil || len(dropped) > 0 {
 		t.Fatalf("decoding: %v (dropped %v)", err, dropped)
 	}
@@ -149,7 +149,7 @@ func TestMapStateEncodesInKeyOrder(t *testing.T) {
 			t.Fatal("the same map state encoded to different bytes")
 		}
 	}
-	got, _, err := decodeSfKey(refusingCoder{}, first, nil)
+	got, _, err := decodeSfKey(refusingCoder{}, first)
 	if err != nil {
 		t.Fatal(err)
 	}

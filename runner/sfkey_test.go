@@ -115,9 +115,9 @@ func TestOwnKey(t *testing.T) {
 	}
 }
 
-// TestRestoredCellsShareTheirIDs: keys restored with one cellIDs (a
-// step's restore, over several goroutines) hold one string per cell id;
-// a timer's id too. Without it each cell holds its own copy.
+// TestRestoredCellsShareTheirIDs: keys restored at once (a step's
+// restore, over several goroutines) hold one string per cell id, a
+// timer's id too, not a copy each.
 func TestRestoredCellsShareTheirIDs(t *testing.T) {
 	encode := func(key string) []byte {
 		ws := &sfWin{w: window.Global, values: cells[any]{{"count", int64(1)}, {"total", int64(2)}}}
@@ -128,38 +128,31 @@ func TestRestoredCellsShareTheirIDs(t *testing.T) {
 		}
 		return b
 	}
-	a, b := encode("a"), encode("b")
 	ids := func(k *sfKey) []string {
 		return []string{k.win.values[0].id, k.win.values[1].id, k.win.timers()[0].id}
 	}
-	for _, shared := range []bool{true, false} {
-		var in *cellIDs
-		if shared {
-			in = &cellIDs{}
-		}
-		var got [2][]string
-		var wg sync.WaitGroup
-		for i, enc := range [][]byte{a, b} {
-			wg.Go(func() {
-				k, _, err := decodeSfKey(refusingCoder{}, enc, in)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				got[i] = ids(k)
-			})
-		}
-		wg.Wait()
-		if t.Failed() {
-			return
-		}
-		for j, id := range got[0] {
-			if id != got[1][j] || id != []string{"count", "total", "flush"}[j] {
-				t.Fatalf("ids %v and %v", got[0], got[1])
+	var got [2][]string
+	var wg sync.WaitGroup
+	for i, enc := range [][]byte{encode("a"), encode("b")} {
+		wg.Go(func() {
+			k, _, err := decodeSfKey(refusingCoder{}, enc)
+			if err != nil {
+				t.Error(err)
+				return
 			}
-			if same := unsafe.StringData(id) == unsafe.StringData(got[1][j]); same != shared {
-				t.Errorf("shared %v: cell %q of two keys in one string: %v", shared, id, same)
-			}
+			got[i] = ids(k)
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for j, id := range got[0] {
+		if id != got[1][j] || id != []string{"count", "total", "flush"}[j] {
+			t.Fatalf("ids %v and %v", got[0], got[1])
+		}
+		if unsafe.StringData(id) != unsafe.StringData(got[1][j]) {
+			t.Errorf("cell %q of two keys is held in two strings", id)
 		}
 	}
 }

@@ -5,10 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"sync"
-	"sync/atomic"
+	"unique"
 
 	"github.com/weir-dev/weir/runner/contract"
 
@@ -255,74 +253,18 @@ type stateDecoder struct {
 	b   []byte
 	sc  contract.StateCoder
 	err error
-	// ids holds the cell ids read so far (nil: each id read is a new
-	// string).
-	ids *cellIDs
 	// win is the window whose cells are being decoded.
 	win window.Window
 	// dropped lists the stored values the step's code dropped.
 	dropped []droppedState
 }
 
-// id reads a cell's id.
+// id reads a cell's id. A key's cells share their ids' strings with
+// every other key's (unique.Make) instead of holding a copy each (16 bytes
+// a cell): a restore reads the same few ids for millions of keys, on
+// several goroutines at once.
 func (d *stateDecoder) id() string {
-	b := d.bytes()
-	if d.ids == nil {
-		return string(b)
-	}
-	return d.ids.get(b)
-}
-
-// cellIDs holds the distinct cell ids a stateful step's restore read
-// (the few the step declares, and any it declared before): several
-// goroutines restore a step's keys at once, and each key's cells share one
-// string per id instead of holding a copy each (16 bytes a cell).
-//
-// Reads take no lock: they read an immutable map. mu (a leaf: nothing is
-// locked while it is held) serializes the copies that add an id.
-type cellIDs struct {
-	m  atomic.Pointer[map[string]string]
-	mu sync.Mutex
-}
-
-// get returns the string of id b, the same string for the same bytes.
-func (c *cellIDs) get(b []byte) string {
-	if m := c.m.Load(); m != nil {
-		if s, ok := (*m)[string(b)]; ok {
-			return s
-		}
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.m.Load()
-	if old != nil {
-		if s, ok := (*old)[string(b)]; ok {
-			return s
-		}
-	}
-	if lenOf(old) >= maxCellIDs {
-		return string(b)
-	}
-	next := make(map[string]string, 1+lenOf(old))
-	if old != nil {
-		maps.Copy(next, *old)
-	}
-	s := string(b)
-	next[s] = s
-	c.m.Store(&next)
-	return s
-}
-
-// maxCellIDs bounds what a cellIDs holds: a step declares a few cells, and
-// ids beyond these (a damaged store's) are new strings each.
-const maxCellIDs = 256
-
-// lenOf returns the length of *m, 0 for nil.
-func lenOf(m *map[string]string) int {
-	if m == nil {
-		return 0
-	}
-	return len(*m)
+	return unique.Make(string(d.bytes())).Value()
 }
 
 // droppedState is a stored state value the step's code refused to carry
@@ -380,11 +322,8 @@ func (d *stateDecoder) value(cell string) (v any, ok bool) {
 
 // decodeSfKey reads what encodeSfKey wrote. It also returns the stored
 // values the step's code dropped, which the key holds no more.
-//
-// ids, when not nil, holds the cell ids it reads: a restored key's cells
-// then share their ids' strings instead of holding a copy each.
-func decodeSfKey(sc contract.StateCoder, b []byte, ids *cellIDs) (*sfKey, []droppedState, error) {
-	d := &stateDecoder{b: b, sc: sc, ids: ids}
+func decodeSfKey(sc contract.StateCoder, b []byte) (*sfKey, []droppedState, error) {
+	d := &stateDecoder{b: b, sc: sc}
 	kb := d.bytes()
 	if d.err != nil {
 		return nil, nil, d.err

@@ -45,7 +45,7 @@ func TestStateDecodeLeavesDroppedOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, dropped, err := decodeSfKey(refusingCoder{}, b, nil)
+	got, dropped, err := decodeSfKey(refusingCoder{}, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestStateDecodeLeavesDroppedOut(t *testing.T) {
 	if m, _ := w.maps().get("m"); len(m) != 1 || m[int64(4)] != int64(5) {
 		t.Errorf("map %v: want {4: 5}", m)
 	}
-	if _, _, err := decodeSfKey(refusingCoder{}, append(b[:len(b)-1:len(b)-1], 0xff), nil); err == nil {
+	if _, _, err := decodeSfKey(refusingCoder{}, append(b[:len(b)-1:len(b)-1], 0xff)); err == nil {
 		t.Error("a corrupt entry decoded")
 	}
 }

@@ -348,8 +348,6 @@ type statefulNode struct {
 	late    lateRoute
 	// nkeys is the number of keys the node holds (keycount.go).
 	nkeys int64
-	// ids holds the cell ids its restore read (decodeSfKey).
-	ids cellIDs
 }
 
 // sfDirty is a key in the change log (the key knows its key group).
@@ -416,7 +414,7 @@ type decodedSfKey struct {
 // decodeRestored decodes one key of a checkpoint (restoreInParts's
 // decode).
 func (n *statefulNode) decodeRestored(kg uint16, key, value []byte) (decodedSfKey, error) {
-	k, dropped, err := decodeSfKey(n.coder, value, &n.ids)
+	k, dropped, err := decodeSfKey(n.coder, value)
 	if err != nil {
 		return decodedSfKey{}, err
 	}
