@@ -3,8 +3,10 @@ package sqlquery
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
@@ -198,5 +200,100 @@ func TestRunBounded(t *testing.T) {
 	var ee *contract.ElementError
 	if !errors.As(err, &ee) || ee.Reason != ReasonSQLError || len(got) != 0 {
 		t.Errorf("EmitFn: err %v, %d rows; want a %s reject", err, len(got), ReasonSQLError)
+	}
+}
+
+// TestPlannerToldTheSizes runs a join of two tables whose sizes change
+// from run to run on one database: each run's answer is right though the
+// planner's statistics (and so the prepared statements) changed before it,
+// and once told, the planner looks the larger table's rows up in the
+// smaller one, not the other way round.
+func TestPlannerToldTheSizes(t *testing.T) {
+	ctx := context.Background()
+	items := row.MustSchema(row.Field{Name: "id", Type: row.Of(row.KindInt)}, row.Field{Name: "floor", Type: row.Of(row.KindInt)})
+	offers := row.MustSchema(row.Field{Name: "item", Type: row.Of(row.KindInt)}, row.Field{Name: "price", Type: row.Of(row.KindInt)})
+	const text = `SELECT i.id AS id, max(o.price) AS best FROM items i JOIN offers o ON o.item = i.id
+		WHERE o.price >= i.floor GROUP BY i.id`
+	q, err := Compile(ctx, text, []Table{{Name: "items", Schema: items}, {Name: "offers", Schema: offers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.openPrepared(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, tc := range []struct{ items, offers int }{{10, 50}, {2000, 40000}, {10, 50}, {1100, 3000}, {3000, 1100}} {
+		var tables [2][]*row.Row
+		for i := range tc.items {
+			tables[0] = append(tables[0], &row.Row{Schema: items, Values: []any{int64(i), int64(i % 7)}})
+		}
+		want := map[int64]int64{}
+		for i := range tc.offers {
+			item, price := int64(i*7919%tc.items), int64(i*104729%1000)
+			tables[1] = append(tables[1], &row.Row{Schema: offers, Values: []any{item, price}})
+			if price >= item%7 && price > want[item]-1 {
+				want[item] = price
+			}
+		}
+		out, err := q.run(ctx, d, tables[:])
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		if len(out) != len(want) {
+			t.Errorf("%+v: %d rows, want %d", tc, len(out), len(want))
+		}
+		for _, r := range out {
+			if id, best := r.Values[0].(int64), r.Values[1].(int64); want[id] != best {
+				t.Errorf("%+v: item %d best %d, want %d", tc, id, best, want[id])
+			}
+		}
+		if plan := queryPlan(t, d, text); tc.items > planSizeFloor && tc.offers > planSizeFloor {
+			smaller := map[bool]string{true: "i", false: "o"}[tc.items < tc.offers]
+			if !strings.Contains(plan, "SEARCH "+smaller+" USING AUTOMATIC") {
+				t.Errorf("%+v: plan\n%s\nlooks rows up in %s's automatic index", tc, plan, map[string]string{"i": "o", "o": "i"}[smaller])
+			}
+		}
+	}
+}
+
+// queryPlan is SQLite's plan for text on d, one step a line.
+func queryPlan(t *testing.T, d *db, text string) string {
+	t.Helper()
+	rows, err := d.conn.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, unused any
+		var step string
+		if err := rows.Scan(&id, &parent, &unused, &step); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(step + "\n")
+	}
+	return b.String()
+}
+
+// TestSQLTime checks the timestamps bound to SQLite against the standard
+// library's formatting of the same layout, across eras and milliseconds.
+func TestSQLTime(t *testing.T) {
+	times := []mtime.Time{0, 1, 999, 1000, -1, -1000, -86_400_001, 1436918400000, 1436918400123,
+		mtime.FromTime(time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)),
+		mtime.FromTime(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)),
+		mtime.FromTime(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)),
+		mtime.FromTime(time.Date(-1, 6, 1, 0, 0, 0, 0, time.UTC)),
+		mtime.FromTime(time.Date(2024, 2, 29, 12, 30, 45, 7e6, time.UTC)),
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 10_000 {
+		times = append(times, mtime.Time(rng.Int64N(1<<46)-1<<45))
+	}
+	for _, ts := range times {
+		if got, want := sqlTime(ts), ts.ToTime().UTC().Format(timeLayout); got != want {
+			t.Errorf("sqlTime(%d) = %q, want %q", int64(ts), got, want)
+		}
 	}
 }

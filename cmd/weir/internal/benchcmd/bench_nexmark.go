@@ -254,11 +254,19 @@ func writeNexmarkTable(w io.Writer, f nexmarkFlags, rs []NexmarkResult) error {
 func newBenchChildNexmarkCommand(e *cli.Env) *cobra.Command {
 	var f nexmarkFlags
 	var workers int
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "nexmark QUERY",
 		Short: "Run one Nexmark query in this process",
 		Args:  cli.ExactArgs("QUERY"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cpuProfile != "" {
+				stop, err := bench.StartCPUProfile(cpuProfile)
+				if err != nil {
+					return cli.WithCode(cli.ExitFailure, err)
+				}
+				defer stop()
+			}
 			cfg := nexmark.Config{NumEvents: f.events, Seed: f.seed}
 			var r NexmarkResult
 			var err error
@@ -281,6 +289,7 @@ func newBenchChildNexmarkCommand(e *cli.Env) *cobra.Command {
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "generator seed")
 	cmd.Flags().IntVar(&workers, "workers", 1, "number of workers")
 	cmd.Flags().DurationVar(&f.checkpointEvery, "checkpoint-interval", 0, "checkpoint interval (0: no checkpoints)")
+	cmd.Flags().StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile of the run to this file")
 	return cmd
 }
 
