@@ -153,10 +153,19 @@ type storeLocks struct {
 // memtable and grows it to this size as writes need.
 const memTableBytes = 64 << 20
 
+// tableBlockBytes is the size of a table's blocks: a restore reads a whole
+// job's state, block by block, each one a read from the file; 32 KiB
+// blocks are an eighth of Pebble's default 4 KiB blocks' reads. (The store
+// reads single keys rarely: the registry's records, a key's snapshot.)
+const tableBlockBytes = 32 << 10
+
 // openHandle opens dir on fs as a new handle.
 func openHandle(dir string, logger *slog.Logger, fs vfs.FS, readOnly bool) (*handle, error) {
 	h := &handle{fail: &failure{}, drained: make(chan struct{}, 1), readOnly: readOnly}
 	opts := &pebble.Options{Logger: pebbleLogger{l: logger, fail: h.fail}, FS: fs, ReadOnly: readOnly, ErrorIfNotExists: readOnly, MemTableSize: memTableBytes}
+	for i := range opts.Levels {
+		opts.Levels[i].BlockSize = tableBlockBytes
+	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("opening state store in %s: %w", dir, err)
