@@ -266,6 +266,8 @@ type db struct {
 	// sizes holds the size class (sizeClass) of each table as SQLite's
 	// planner was last told it (tellSizes); nil until it first was.
 	sizes []int
+	// args holds a load's arguments, kept from one run to the next.
+	args []driver.NamedValue
 }
 
 // open creates an in-memory database with the query's tables (empty).
@@ -665,7 +667,8 @@ const insertBatch = 64
 // load inserts the rows of tables into d's tables, with the driver's
 // statements (inside d.conn.Raw).
 func (q *Query) load(ctx context.Context, d *db, tables [][]*row.Row) (err error) {
-	var args []driver.NamedValue
+	args := d.args[:0]
+	defer func() { d.args = args[:0] }()
 	for ti, rs := range tables {
 		for len(rs) >= insertBatch {
 			args = args[:0]
@@ -738,15 +741,20 @@ func sizeClass(n int) int {
 // whose schema changed), which is why they change only when a size class
 // does.
 func (q *Query) tellSizes(ctx context.Context, d *db, tables [][]*row.Row) error {
+	changed := false
+	for ti, rs := range tables {
+		if c := sizeClass(len(rs)); d.sizes == nil {
+			changed = changed || c > 0
+		} else {
+			changed = changed || c != d.sizes[ti]
+		}
+	}
+	if !changed {
+		return nil
+	}
 	classes := make([]int, len(tables))
-	changed, large := d.sizes == nil, false
 	for ti, rs := range tables {
 		classes[ti] = sizeClass(len(rs))
-		large = large || classes[ti] > 0
-		changed = changed || classes[ti] != d.sizes[ti]
-	}
-	if !changed || (d.sizes == nil && !large) {
-		return nil
 	}
 	stmts := []string{"DELETE FROM sqlite_stat1"}
 	if d.sizes == nil {
