@@ -75,6 +75,14 @@ type eventRow[V any] struct {
 	values V
 }
 
+// outer makes *r the event row of kind, with ov its values and nested at
+// index slot (the nested rows' fields start at 1).
+func (s *schemas) outer(r *row.Row, ov *[4]any, kind string, slot int, nested *row.Row) *row.Row {
+	ov[0], ov[slot] = kind, nested
+	*r = row.Row{Schema: s.event, Values: ov[:]}
+	return r
+}
+
 // row returns the row of e.
 func (s *schemas) row(e nexmark.Event) *row.Row {
 	switch {
@@ -82,23 +90,17 @@ func (s *schemas) row(e nexmark.Event) *row.Row {
 		b := e.Bid
 		nr := &eventRow[[5]any]{values: [5]any{b.Auction, b.Bidder, b.Price, b.DateTime, b.Extra}}
 		nr.inner = row.Row{Schema: s.bid, Values: nr.values[:]}
-		nr.ov[0], nr.ov[3] = kindBid, &nr.inner
-		nr.outer = row.Row{Schema: s.event, Values: nr.ov[:]}
-		return &nr.outer
+		return s.outer(&nr.outer, &nr.ov, kindBid, 3, &nr.inner)
 	case e.Auction != nil:
 		a := e.Auction
 		nr := &eventRow[[10]any]{values: [10]any{a.ID, a.ItemName, a.Description, a.InitialBid, a.Reserve, a.DateTime, a.Expires, a.Seller, a.Category, a.Extra}}
 		nr.inner = row.Row{Schema: s.auction, Values: nr.values[:]}
-		nr.ov[0], nr.ov[2] = kindAuction, &nr.inner
-		nr.outer = row.Row{Schema: s.event, Values: nr.ov[:]}
-		return &nr.outer
+		return s.outer(&nr.outer, &nr.ov, kindAuction, 2, &nr.inner)
 	case e.Person != nil:
 		p := e.Person
 		nr := &eventRow[[8]any]{values: [8]any{p.ID, p.Name, p.EmailAddress, p.CreditCard, p.City, p.State, p.DateTime, p.Extra}}
 		nr.inner = row.Row{Schema: s.person, Values: nr.values[:]}
-		nr.ov[0], nr.ov[1] = kindPerson, &nr.inner
-		nr.outer = row.Row{Schema: s.event, Values: nr.ov[:]}
-		return &nr.outer
+		return s.outer(&nr.outer, &nr.ov, kindPerson, 1, &nr.inner)
 	}
 	return &row.Row{Schema: s.event, Values: make([]any, 4)}
 }
