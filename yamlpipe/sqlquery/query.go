@@ -787,7 +787,8 @@ func (q *Query) run(ctx context.Context, d *db, tables [][]*row.Row) (out []*row
 	// The rows are loaded in one transaction (SQLite's commit of each
 	// statement would be most of a row's cost otherwise), rolled back at
 	// the end, which empties the tables for the next run; should the
-	// rollback fail, they are emptied one by one.
+	// rollback fail, they are emptied one by one. The planner is told the
+	// tables' sizes first, outside the transaction, so that it keeps them.
 	if err := q.tellSizes(ctx, d, tables); err != nil {
 		return nil, err
 	}
