@@ -64,7 +64,7 @@ type CompareRound struct {
 }
 
 // FigureComparison is one figure of one variant compared between the two
-// builds. Every figure is higher-is-better.
+// builds. Its ratios are above 1 when this build is better.
 type FigureComparison struct {
 	// Variant is the benchmark variant ("sdk-w1"); Figure names the
 	// measure ("events/s", "events/CPU-s", "vs baseline", or the same of
@@ -80,6 +80,9 @@ type FigureComparison struct {
 	MinRatio float64 `json:"min_ratio"`
 	MaxRatio float64 `json:"max_ratio"`
 	Verdict  Verdict `json:"verdict"`
+	// LowerIsBetter says the figure is better lower (Figure): its ratios
+	// are base/this.
+	LowerIsBetter bool `json:"lower_is_better,omitempty"`
 }
 
 // Comparison figures of a variant.
@@ -103,27 +106,32 @@ const warmFigure = "warm "
 // then the base (A B A B ...), and returns every round's measurements.
 // It stops at the first failed run.
 func RunCompare(ctx context.Context, rounds int, run CompareRunner) ([]CompareRound, error) {
-	if rounds < 1 {
-		return nil, fmt.Errorf("rounds must be at least 1, got %d", rounds)
-	}
 	if run == nil {
 		return nil, errors.New("bench compare: no runner")
 	}
-	out := make([]CompareRound, 0, rounds)
+	return RunCompareOf(ctx, rounds, run, func(this, base []Measurement) CompareRound {
+		return CompareRound{This: this, Base: base}
+	})
+}
+
+// RunCompareOf is RunCompare for any benchmark's results T: rounds rounds,
+// each running this build then the base, each round's pair of results
+// made one R by pair.
+func RunCompareOf[T, R any](ctx context.Context, rounds int, run func(ctx context.Context, side Side, round int) (T, error), pair func(this, base T) R) ([]R, error) {
+	if rounds < 1 {
+		return nil, fmt.Errorf("rounds must be at least 1, got %d", rounds)
+	}
+	out := make([]R, 0, rounds)
 	for r := range rounds {
-		var round CompareRound
+		var got [2]T
 		for _, side := range []Side{SideThis, SideBase} {
-			ms, err := run(ctx, side, r)
+			res, err := run(ctx, side, r)
 			if err != nil {
 				return nil, fmt.Errorf("round %d, %s build: %w", r+1, side, err)
 			}
-			if side == SideThis {
-				round.This = ms
-			} else {
-				round.Base = ms
-			}
+			got[side] = res
 		}
-		out = append(out, round)
+		out = append(out, pair(got[SideThis], got[SideBase]))
 	}
 	return out, nil
 }
@@ -145,10 +153,71 @@ func figureOf(m Measurement, figure string) (float64, bool) {
 	return 0, false
 }
 
-// Summarize compares the builds figure by figure over rounds: for every
-// variant of the first round (in its order) and every figure it has, the
-// median of each side, the median and spread of the per-round ratios and
-// the verdict. Every round of both sides must hold the same variants.
+// Figure is one figure a benchmark measured of one of its variants.
+type Figure struct {
+	Variant string  `json:"variant"`
+	Name    string  `json:"figure"`
+	Value   float64 `json:"value"`
+	// LowerIsBetter marks a figure such as bytes per key or milliseconds:
+	// its ratio is base/this, so that a ratio above 1 is better for every
+	// figure.
+	LowerIsBetter bool `json:"lower_is_better,omitempty"`
+}
+
+// FigureRound is what both builds measured in one round, figure by
+// figure.
+type FigureRound struct {
+	This []Figure `json:"this"`
+	Base []Figure `json:"base"`
+}
+
+// SummarizeFigures compares the builds figure by figure over rounds: for
+// every figure of this build's first round (in its order), the median of
+// each side, the median and spread of the per-round ratios (this/base, or
+// base/this for a lower-is-better figure) and the verdict. Every round of
+// both sides must hold every figure of the first, with a positive value.
+func SummarizeFigures(rounds []FigureRound) ([]FigureComparison, error) {
+	if len(rounds) == 0 {
+		return nil, errors.New("bench compare: no rounds to summarize")
+	}
+	find := func(fs []Figure, variant, name string) (float64, bool) {
+		for _, f := range fs {
+			if f.Variant == variant && f.Name == name {
+				return f.Value, f.Value > 0
+			}
+		}
+		return 0, false
+	}
+	out := make([]FigureComparison, 0, len(rounds[0].This))
+	for _, ref := range rounds[0].This {
+		var this, base, ratios []float64
+		for r, round := range rounds {
+			va, okA := find(round.This, ref.Variant, ref.Name)
+			vb, okB := find(round.Base, ref.Variant, ref.Name)
+			if !okA || !okB {
+				return nil, fmt.Errorf("bench compare: round %d: %s %s was not measured by both builds (this %g, base %g)", r+1, ref.Variant, ref.Name, va, vb)
+			}
+			ratio := va / vb
+			if ref.LowerIsBetter {
+				ratio = vb / va
+			}
+			this, base, ratios = append(this, va), append(base, vb), append(ratios, ratio)
+		}
+		fc := FigureComparison{
+			Variant: ref.Variant, Figure: ref.Name, LowerIsBetter: ref.LowerIsBetter,
+			This: median(this), Base: median(base),
+			Ratio: median(ratios), MinRatio: slices.Min(ratios), MaxRatio: slices.Max(ratios),
+		}
+		fc.Verdict = verdict(fc.MinRatio, fc.MaxRatio)
+		out = append(out, fc)
+	}
+	return out, nil
+}
+
+// Summarize compares the builds figure by figure over rounds
+// (SummarizeFigures): for every variant of the first round (in its order)
+// every figure it has. Every round of both sides must hold the same
+// variants.
 func Summarize(rounds []CompareRound) ([]FigureComparison, error) {
 	if len(rounds) == 0 {
 		return nil, errors.New("bench compare: no rounds to summarize")
@@ -161,7 +230,7 @@ func Summarize(rounds []CompareRound) ([]FigureComparison, error) {
 		}
 		return Measurement{}, false
 	}
-	var out []FigureComparison
+	figures := make([]FigureRound, len(rounds))
 	for _, ref := range rounds[0].This {
 		for _, figure := range []string{FigureEventsPerSec, FigureEventsPerCPUSec, FigureVsBaseline,
 			FigureWarmEventsPerSec, FigureWarmEventsPerCPUSec, FigureWarmVsBaseline} {
@@ -173,7 +242,6 @@ func Summarize(rounds []CompareRound) ([]FigureComparison, error) {
 					continue // a base build without warm runs
 				}
 			}
-			var this, base, ratios []float64
 			for r, round := range rounds {
 				a, okA := find(round.This, ref.Name)
 				b, okB := find(round.Base, ref.Name)
@@ -188,23 +256,14 @@ func Summarize(rounds []CompareRound) ([]FigureComparison, error) {
 					a.CPUSeconds = max(a.CPUSeconds, a.ProcessCPUSeconds)
 					b.CPUSeconds = max(b.CPUSeconds, b.ProcessCPUSeconds)
 				}
-				va, okA := figureOf(a, figure)
-				vb, okB := figureOf(b, figure)
-				if !okA || !okB {
-					return nil, fmt.Errorf("bench compare: round %d: %s %s was not measured by both builds (this %g, base %g)", r+1, ref.Name, figure, va, vb)
-				}
-				this, base, ratios = append(this, va), append(base, vb), append(ratios, va/vb)
+				va, _ := figureOf(a, figure)
+				vb, _ := figureOf(b, figure)
+				figures[r].This = append(figures[r].This, Figure{Variant: ref.Name, Name: figure, Value: va})
+				figures[r].Base = append(figures[r].Base, Figure{Variant: ref.Name, Name: figure, Value: vb})
 			}
-			fc := FigureComparison{
-				Variant: ref.Name, Figure: figure,
-				This: median(this), Base: median(base),
-				Ratio: median(ratios), MinRatio: slices.Min(ratios), MaxRatio: slices.Max(ratios),
-			}
-			fc.Verdict = verdict(fc.MinRatio, fc.MaxRatio)
-			out = append(out, fc)
 		}
 	}
-	return out, nil
+	return SummarizeFigures(figures)
 }
 
 // verdict judges a figure by the spread of its per-round ratios.

@@ -178,27 +178,12 @@ func TestSummarize(t *testing.T) {
 				}
 			}
 			got, err := Summarize(rounds)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
-				return
+			var wantFigs []FigureComparison
+			for _, w := range tc.want {
+				wantFigs = append(wantFigs, FigureComparison{Variant: w.variant, Figure: w.figure, This: w.this, Base: w.base,
+					Ratio: w.ratio, MinRatio: w.lo, MaxRatio: w.hi, Verdict: w.verdict})
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("got %d figures, want %d: %+v", len(got), len(tc.want), got)
-			}
-			near := func(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
-			for i, w := range tc.want {
-				g := got[i]
-				if g.Variant != w.variant || g.Figure != w.figure || g.Verdict != w.verdict ||
-					!near(g.This, w.this) || !near(g.Base, w.base) || !near(g.Ratio, w.ratio) ||
-					!near(g.MinRatio, w.lo) || !near(g.MaxRatio, w.hi) {
-					t.Errorf("figure %d: got %+v, want %+v", i, g, w)
-				}
-			}
+			checkFigures(t, got, err, wantFigs, tc.wantErr)
 		})
 	}
 }
@@ -245,5 +230,79 @@ func TestSummarizeWarmFigures(t *testing.T) {
 	got := figures(slower)
 	if got[FigureWarmEventsPerSec] != 2 || got[FigureWarmEventsPerCPUSec] != 2 {
 		t.Errorf("warm figures against a warm base: %v, want ratio 2 for both", got)
+	}
+}
+
+// TestSummarizeFigures compares figures of either direction: a lower
+// heap per key is better, as a higher rate is.
+func TestSummarizeFigures(t *testing.T) {
+	round := func(thisRate, baseRate, thisHeap, baseHeap float64) FigureRound {
+		return FigureRound{
+			This: []Figure{{Variant: "yaml", Name: "keys/s", Value: thisRate}, {Variant: "yaml", Name: "B/key", Value: thisHeap, LowerIsBetter: true}},
+			Base: []Figure{{Variant: "yaml", Name: "keys/s", Value: baseRate}, {Variant: "yaml", Name: "B/key", Value: baseHeap, LowerIsBetter: true}},
+		}
+	}
+	tests := []struct {
+		name    string
+		rounds  []FigureRound
+		want    []FigureComparison
+		wantErr string
+	}{
+		{
+			name:   "faster and smaller",
+			rounds: []FigureRound{round(3, 2, 100, 200), round(2, 1, 100, 150), round(3, 2, 100, 200)},
+			want: []FigureComparison{
+				{Variant: "yaml", Figure: "keys/s", This: 3, Base: 2, Ratio: 1.5, MinRatio: 1.5, MaxRatio: 2, Verdict: VerdictFaster},
+				{Variant: "yaml", Figure: "B/key", This: 100, Base: 200, Ratio: 2, MinRatio: 1.5, MaxRatio: 2, Verdict: VerdictFaster, LowerIsBetter: true},
+			},
+		},
+		{
+			name:   "larger is worse",
+			rounds: []FigureRound{round(2, 2, 150, 100), round(2, 2, 120, 100)},
+			want: []FigureComparison{
+				{Variant: "yaml", Figure: "keys/s", This: 2, Base: 2, Ratio: 1, MinRatio: 1, MaxRatio: 1, Verdict: VerdictSame},
+				{Variant: "yaml", Figure: "B/key", This: 135, Base: 100, Ratio: (1/1.5 + 1/1.2) / 2, MinRatio: 1 / 1.5, MaxRatio: 1 / 1.2, Verdict: VerdictSlower, LowerIsBetter: true},
+			},
+		},
+		{
+			name:    "a figure missing from the base",
+			rounds:  []FigureRound{round(2, 0, 100, 100)},
+			wantErr: "yaml keys/s was not measured by both builds",
+		},
+		{name: "no rounds", wantErr: "no rounds"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := SummarizeFigures(tc.rounds)
+			checkFigures(t, got, err, tc.want, tc.wantErr)
+		})
+	}
+}
+
+// near says a equals b but for float rounding.
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
+
+// checkFigures checks a summary: the error wantErr names, or the figures
+// of want, ratios and medians equal but for float rounding.
+func checkFigures(t *testing.T, got []FigureComparison, err error, want []FigureComparison, wantErr string) {
+	t.Helper()
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("error %v, want one containing %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d figures, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Variant != w.Variant || g.Figure != w.Figure || g.Verdict != w.Verdict || g.LowerIsBetter != w.LowerIsBetter ||
+			!near(g.This, w.This) || !near(g.Base, w.Base) || !near(g.Ratio, w.Ratio) || !near(g.MinRatio, w.MinRatio) || !near(g.MaxRatio, w.MaxRatio) {
+			t.Errorf("figure %d: got %+v, want %+v", i, g, w)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"github.com/weir-dev/weir/cmd/weir/internal/benchcmd"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/weir-dev/weir/bench"
@@ -30,7 +31,50 @@ func TestCLIBenchCompareUsage(t *testing.T) {
 		{name: "not executable", args: append(ws, "--compare", notExec), wantCode: ExitUsage, wantStderr: []string{"not an executable file"}},
 		{name: "unknown revision", args: append(ws, "--compare", "no-such-revision-of-weir"), wantCode: ExitUsage,
 			wantStderr: []string{"no-such-revision-of-weir", "neither a weir binary nor a git revision"}},
+		{name: "nexmark rounds without compare", args: []string{"bench", "nexmark", "--query", "q0", "--rounds", "2"}, wantCode: ExitUsage, wantStderr: []string{"--compare"}},
+		{name: "nexmark no rounds", args: []string{"bench", "nexmark", "--query", "q0", "--compare", exe, "--rounds", "0"}, wantCode: ExitUsage, wantStderr: []string{"--rounds"}},
+		{name: "nexmark unbounded and compare", args: []string{"bench", "nexmark", "--query", "q0", "--unbounded", "--compare", exe}, wantCode: ExitUsage, wantStderr: []string{"--compare", "--unbounded"}},
+		{name: "state rounds without compare", args: []string{"bench", "state", "--keys", "10", "--rounds", "2"}, wantCode: ExitUsage, wantStderr: []string{"--compare"}},
+		{name: "state profiles and compare", args: []string{"bench", "state", "--keys", "10", "--compare", exe, "--heap-profile", t.TempDir()}, wantCode: ExitUsage, wantStderr: []string{"--heap-profile"}},
+		{name: "nexmark not executable", args: []string{"bench", "nexmark", "--query", "q0", "--compare", notExec}, wantCode: ExitUsage, wantStderr: []string{"not an executable file"}},
 	})
+}
+
+// TestCLIBenchNexmarkCompare compares this binary's Nexmark figures with
+// its own, end to end, at a tiny size: every query, worker count and
+// figure has a verdict, and the builds agree on the results (no note).
+func TestCLIBenchNexmarkCompare(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "", "bench", "nexmark", "--query", "q1,q5", "--yaml", "--events", "3000", "--workers", "1,2",
+		"--compare", exe, "--rounds", "2", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("exit code %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	var rep benchcmd.FigureCompareReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("decoding %q: %v", r.stdout, err)
+	}
+	if rep.Benchmark != "nexmark" || rep.Rounds != 2 || len(rep.Runs) != 2 || rep.BaseBinary != exe || len(rep.Notes) != 0 {
+		t.Errorf("report %+v: want 2 rounds of nexmark against %s, no notes", rep, exe)
+	}
+	var got []string
+	for _, fc := range rep.Figures {
+		got = append(got, fc.Variant+" "+fc.Figure)
+		if fc.This <= 0 || fc.Base <= 0 || fc.MinRatio > fc.Ratio || fc.Ratio > fc.MaxRatio || fc.LowerIsBetter {
+			t.Errorf("figure %+v: want positive medians, min ≤ ratio ≤ max, higher better", fc)
+		}
+	}
+	var want []string
+	for _, v := range []string{"generator w1", "q1 w1", "q1 w2", "yaml-q1 w1", "yaml-q1 w2", "q5 w1", "q5 w2", "yaml-q5 w1", "yaml-q5 w2"} {
+		want = append(want, v+" events/s", v+" events/CPU-s")
+	}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("figures\n%s\nwant\n%s", strings.Join(got, "; "), strings.Join(want, "; "))
+	}
 }
 
 // TestCLIBenchCompare compares this binary with itself at a tiny size, end
@@ -86,5 +130,48 @@ func TestCLIBenchCompare(t *testing.T) {
 	args := []string{"bench", "windowed-sum", "--events", "2000", "--keys", "3", "--variants", "baseline,sdk-w1", "--compare", exe, "--rounds", "1"}
 	cliCase{args: args, wantCode: ExitOK,
 		wantStdout: []string{"VERDICT", "SPREAD", "vs baseline", "1 alternated round(s)", "load average", "spread understates the noise"},
+		wantStderr: []string{"round 1/1: this build", "round 1/1: base build"}}.check(t, runCLI(t, "", args...))
+}
+
+// TestCLIBenchStateCompare compares this binary's state figures with its
+// own, end to end, at a tiny size: the sizes and times are better lower,
+// the restore rate higher, and the output says how to read them.
+func TestCLIBenchStateCompare(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "", "bench", "state", "--keys", "2000", "--job", "sdk", "--workers", "1", "--compare", exe, "--rounds", "1", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("exit code %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	var rep benchcmd.FigureCompareReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("decoding %q: %v", r.stdout, err)
+	}
+	if rep.Benchmark != "state" || len(rep.Runs) != 1 || len(rep.Notes) != 0 {
+		t.Errorf("report %+v: want one round of state, no notes", rep)
+	}
+	lower := map[string]bool{}
+	for _, fc := range rep.Figures {
+		if fc.Variant != "sdk 2000" || fc.This <= 0 || fc.Base <= 0 {
+			t.Errorf("figure %+v: want sdk 2000 with positive medians", fc)
+		}
+		lower[fc.Figure] = fc.LowerIsBetter
+	}
+	want := map[string]bool{"heap B/key": true, "after cp B/key": true, "restored B/key": true, "cp disk B/key": true,
+		"full cp ms": true, "1% cp ms": true, "1000 keys cp ms": true, "restore keys/s": false}
+	if len(lower) != len(want) {
+		t.Errorf("figures %v, want %v", lower, want)
+	}
+	for name, l := range want {
+		if got, ok := lower[name]; !ok || got != l {
+			t.Errorf("figure %q: present %v, lower is better %v; want lower is better %v", name, ok, got, l)
+		}
+	}
+	args := []string{"bench", "state", "--keys", "1000", "--job", "sdk", "--workers", "1", "--compare", exe, "--rounds", "1"}
+	cliCase{args: args, wantCode: ExitOK,
+		wantStdout: []string{"VERDICT", "heap B/key (lower is better)", "restore keys/s", "faster (better) or slower (worse)"},
 		wantStderr: []string{"round 1/1: this build", "round 1/1: base build"}}.check(t, runCLI(t, "", args...))
 }

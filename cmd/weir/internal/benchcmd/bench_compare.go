@@ -201,15 +201,7 @@ func runWindowedSumCompare(ctx context.Context, e *cli.Env, f windowedSumFlags, 
 		return err
 	}
 	if f.failIfSlower {
-		var slower []string
-		for _, fc := range rep.Figures {
-			if fc.Verdict == bench.VerdictSlower {
-				slower = append(slower, fc.Variant+" "+fc.Figure)
-			}
-		}
-		if len(slower) > 0 {
-			return cli.WithCode(cli.ExitFailure, fmt.Errorf("slower than the base %s: %s", f.compare, strings.Join(slower, ", ")))
-		}
+		return slowerThan(f.compare, rep.Figures)
 	}
 	return nil
 }
@@ -217,26 +209,68 @@ func runWindowedSumCompare(ctx context.Context, e *cli.Env, f windowedSumFlags, 
 // writeCompareTable prints a comparison: a line on what ran, then one row
 // per figure.
 func writeCompareTable(w io.Writer, rep CompareReport) error {
-	var b strings.Builder
 	base := rep.BaseBinary
 	if rep.BaseCommit != "" {
 		base = fmt.Sprintf("%s (commit %.12s)", rep.Base, rep.BaseCommit)
 	}
-	fmt.Fprintf(&b, "windowed-sum: %d events, %d keys; this build (%s) against the base %s, %d alternated round(s); load average %.2f → %.2f on %d CPUs\n\n",
+	title := fmt.Sprintf("windowed-sum: %d events, %d keys; this build (%s) against the base %s, %d alternated round(s); load average %.2f → %.2f on %d CPUs",
 		rep.Events, rep.Keys, rep.Binary, base, rep.Rounds, rep.LoadBefore, rep.LoadAfter, rep.CPUs)
+	return writeFigureTable(w, title, rep.Figures, rep.Rounds, nil)
+}
+
+// writeFigureTable prints a comparison's title, its figures one a row,
+// the notes, and how to read it.
+func writeFigureTable(w io.Writer, title string, figures []bench.FigureComparison, rounds int, notes []string) error {
+	var b strings.Builder
+	b.WriteString(title + "\n\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "VARIANT\tFIGURE\tTHIS\tBASE\tRATIO\tSPREAD\tVERDICT\t")
-	for _, fc := range rep.Figures {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.2f..%.2f\t%s\t\n", fc.Variant, fc.Figure,
+	lower := false
+	for _, fc := range figures {
+		name := fc.Figure
+		if fc.LowerIsBetter {
+			name += " (lower is better)"
+			lower = true
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%.2f..%.2f\t%s\t\n", fc.Variant, name,
 			formatFigure(fc.This), formatFigure(fc.Base), fc.Ratio, fc.MinRatio, fc.MaxRatio, fc.Verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return cli.WithCode(cli.ExitFailure, fmt.Errorf("formatting output: %w", err))
 	}
-	fmt.Fprintf(&b, "\nTHIS and BASE are medians over the rounds; RATIO is the median of the per-round ratios this/base (higher is better)\n"+
-		"and SPREAD their range. The verdict is faster or slower only when every round's ratio is beyond 1 ± %.0f%%.\n", 100*bench.CompareTolerance)
-	if rep.Rounds < 3 {
-		fmt.Fprintf(&b, "With %d round(s) the spread understates the noise: use --rounds 3 or more before trusting a verdict.\n", rep.Rounds)
+	for _, n := range notes {
+		b.WriteString("\nNote: " + n)
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n")
+	}
+	ratio := "RATIO is the median of the per-round ratios this/base (higher is better)"
+	if lower {
+		ratio = "RATIO is the median of the per-round ratios this/base (base/this for a figure that is better lower, so that above 1 is always better)"
+	}
+	verdicts := "faster or slower"
+	if lower {
+		verdicts = "faster (better) or slower (worse)"
+	}
+	fmt.Fprintf(&b, "\nTHIS and BASE are medians over the rounds; %s\n"+
+		"and SPREAD their range. The verdict is %s only when every round's ratio is beyond 1 ± %.0f%%.\n", ratio, verdicts, 100*bench.CompareTolerance)
+	if rounds < 3 {
+		fmt.Fprintf(&b, "With %d round(s) the spread understates the noise: use --rounds 3 or more before trusting a verdict.\n", rounds)
 	}
 	return cli.WriteReport(w, &b)
+}
+
+// slowerThan is the error of --fail-if-slower: nil when no figure is
+// slower than the base's.
+func slowerThan(base string, figures []bench.FigureComparison) error {
+	var slower []string
+	for _, fc := range figures {
+		if fc.Verdict == bench.VerdictSlower {
+			slower = append(slower, fc.Variant+" "+fc.Figure)
+		}
+	}
+	if len(slower) == 0 {
+		return nil
+	}
+	return cli.WithCode(cli.ExitFailure, fmt.Errorf("slower than the base %s: %s", base, strings.Join(slower, ", ")))
 }

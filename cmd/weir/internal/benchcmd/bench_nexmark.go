@@ -77,6 +77,8 @@ type nexmarkFlags struct {
 	checkpointEvery time.Duration
 	// change holds the flags of the unbounded runs (--unbounded, --change).
 	change changeFlags
+	// cmp holds --compare's flags.
+	cmp compareFlags
 }
 
 func newBenchNexmarkCommand(e *cli.Env) *cobra.Command {
@@ -97,12 +99,26 @@ as a YAML pipeline (yaml-q0, ...: a Nexmark source, Filter and MapToFields
 in CEL, WindowInto, Combine and Join; q4's, q6's and q9's winning bids an
 SQL query over the auctions joined with their bids in the global window,
 so they run bounded only; no sink: the results are the last step's output
-count).` + changeHelp + `
+count).
+
+--compare BASE runs the same bounded benchmark by this binary and by BASE (a
+weir binary, or a git revision, built for the occasion) in --rounds
+alternated rounds (this, base, this, base, ...), and prints per query and
+worker count each build's median events per second and per CPU-second, the
+median and spread of the per-round ratios, and a verdict: faster or slower
+only when every round's ratio is beyond 1 ± 2%, same otherwise. A query
+whose result count differs between the builds is named under the table.
+--fail-if-slower exits 1 when a figure is slower.` + changeHelp + `
 
 Exit codes: 0 success (targets are reported, not enforced), 1 a query failed
 (an unbounded run also when a change failed or no result followed it), 2 usage.`,
 		Args: cli.ExactArgs(),
-		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchNexmark(cmd.Context(), e, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.cmp.check(cmd); err != nil {
+				return err
+			}
+			return runBenchNexmark(cmd.Context(), e, f)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.queries, "query", "all", "comma-separated queries (q0,q1,...) or all")
@@ -112,6 +128,7 @@ Exit codes: 0 success (targets are reported, not enforced), 1 a query failed
 	fl.BoolVar(&f.yaml, "yaml", false, "also run the queries written in YAML (yaml-q0, ...), when asked for")
 	fl.DurationVar(&f.checkpointEvery, "checkpoint-interval", 0, "checkpoint the Go queries at this interval into a Pebble store in a temporary directory, with an exactly-once counting sink (0: no checkpoints)")
 	addChangeFlags(cmd, &f.change)
+	addCompareFlags(cmd, &f.cmp)
 	cli.AddFormatFlag(cmd, &f.format)
 	return cmd
 }
@@ -136,6 +153,9 @@ func runBenchNexmark(ctx context.Context, e *cli.Env, f nexmarkFlags) error {
 		return err
 	}
 	if f.change.active() {
+		if f.cmp.compare != "" {
+			return cli.UsageErrorf("--compare runs the bounded queries: it cannot be combined with --unbounded or --change")
+		}
 		return runNexmarkUnbounded(ctx, e, f)
 	}
 	queries, err := nexmark.LookupQueries(f.queries)
@@ -152,6 +172,9 @@ func runBenchNexmark(ctx context.Context, e *cli.Env, f nexmarkFlags) error {
 		if w < 1 {
 			return cli.UsageErrorf("--workers: each worker count must be at least 1, got %d", w)
 		}
+	}
+	if f.cmp.compare != "" {
+		return runNexmarkCompare(ctx, e, f)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -186,6 +209,65 @@ func runBenchNexmark(ctx context.Context, e *cli.Env, f nexmarkFlags) error {
 		return cli.WriteJSON(e.Stdout, results)
 	}
 	return writeNexmarkTable(e.Stdout, f, results)
+}
+
+// runNexmarkCompare runs the same `weir bench nexmark` by this build and
+// the base, in alternated rounds: per query and worker count, events per
+// second and per CPU-second.
+func runNexmarkCompare(ctx context.Context, e *cli.Env, f nexmarkFlags) error {
+	workers := make([]string, len(f.workers))
+	for i, w := range f.workers {
+		workers[i] = strconv.Itoa(w)
+	}
+	args := []string{"bench", "nexmark", "--format", "json", "--query", f.queries,
+		"--events", strconv.FormatInt(f.events, 10), "--workers", strings.Join(workers, ","),
+		"--seed", strconv.FormatInt(f.seed, 10), "--checkpoint-interval", f.checkpointEvery.String(),
+		"--log-level", childLogLevel(ctx, e)}
+	if f.yaml {
+		args = append(args, "--yaml")
+	}
+	read := func(out []byte) ([]NexmarkResult, error) {
+		var rs []NexmarkResult
+		if err := json.Unmarshal(out, &rs); err != nil {
+			return nil, err
+		}
+		if len(rs) == 0 {
+			return nil, errors.New("no queries measured")
+		}
+		return rs, nil
+	}
+	variant := func(r NexmarkResult) string { return fmt.Sprintf("%s w%d", r.Query, r.Workers) }
+	return runFigureCompare(ctx, e, figureCompare{
+		benchmark: "nexmark", args: args, flags: f.cmp, format: f.format,
+		title: fmt.Sprintf("%d events per query, seed %d", f.events, f.seed),
+		figures: func(out []byte) ([]bench.Figure, error) {
+			rs, err := read(out)
+			var figs []bench.Figure
+			for _, r := range rs {
+				figs = append(figs, bench.Figure{Variant: variant(r), Name: bench.FigureEventsPerSec, Value: r.EventsPerSec},
+					bench.Figure{Variant: variant(r), Name: bench.FigureEventsPerCPUSec, Value: r.PerCPUSecond})
+			}
+			return figs, err
+		},
+		notes: func(this, base []byte) []string {
+			a, errA := read(this)
+			b, errB := read(base)
+			if errA != nil || errB != nil {
+				return nil
+			}
+			results := map[string]int64{}
+			for _, r := range b {
+				results[variant(r)] = r.Results
+			}
+			var notes []string
+			for _, r := range a {
+				if n, ok := results[variant(r)]; ok && n != r.Results && r.Query != generatorOnly {
+					notes = append(notes, fmt.Sprintf("%s: this build output %d results, the base %d", variant(r), r.Results, n))
+				}
+			}
+			return notes
+		},
+	})
 }
 
 // runNexmarkChild runs one query in a child process and adds its CPU time.

@@ -2,7 +2,9 @@ package benchcmd
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/weir-dev/weir/cmd/weir/internal/cli"
 	"os"
@@ -44,6 +46,7 @@ func newBenchStateCommand(e *cli.Env) *cobra.Command {
 	var keys, jobs []string
 	var workers int
 	var format, heapProfile, cpuProfile string
+	var cmp compareFlags
 	cmd := &cobra.Command{
 		Use:   "state",
 		Short: "State size per key: live heap and checkpoint bytes of a count-and-sum job, checkpoint time full and at 1% changed",
@@ -75,7 +78,16 @@ with yamlpipe and run in-process, its unbounded Generate capped at N
 elements by the benchmark; --job stateful is the SDK pipeline with a
 StatefulParDo that holds the count and sum in a value cell instead (its
 restore decodes each key's cells). The targets shown are issue 25's: heap
-≤ 200 B/key for YAML, ≤ 100 B/key for the SDK (none for stateful).`,
+≤ 200 B/key for YAML, ≤ 100 B/key for the SDK (none for stateful).
+
+--compare BASE runs the same benchmark by this binary and by BASE (a weir
+binary, or a git revision, built for the occasion) in --rounds alternated
+rounds, and prints per job and key count each build's median heap B/key,
+after-checkpoint and restored B/key, checkpoint disk B/key, full, 1% and
+1000-key checkpoint ms (all better lower) and restore keys/s, with the
+spread of the per-round ratios and a verdict (faster or slower only when
+every round's ratio is beyond 1 ± 2%). --fail-if-slower exits 1 when a
+figure is worse.`,
 		Args: cli.ExactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cli.CheckFormat(format); err != nil {
@@ -96,6 +108,15 @@ restore decodes each key's cells). The targets shown are issue 25's: heap
 			}
 			if workers < 1 {
 				return cli.UsageErrorf("--workers must be at least 1")
+			}
+			if err := cmp.check(cmd); err != nil {
+				return err
+			}
+			if cmp.compare != "" {
+				if heapProfile != "" || cpuProfile != "" {
+					return cli.UsageErrorf("--heap-profile and --cpu-profile cannot be combined with --compare")
+				}
+				return runStateCompare(cmd.Context(), e, cmp, format, keys, jobs, workers)
 			}
 			exe, err := os.Executable()
 			if err != nil {
@@ -153,9 +174,56 @@ restore decodes each key's cells). The targets shown are issue 25's: heap
 	fl.IntVar(&workers, "workers", 2, "workers of the job")
 	fl.StringVar(&heapProfile, "heap-profile", "", "directory to write heap profiles to (state-JOB-KEYS-held.pprof, -after-cp.pprof)")
 	fl.StringVar(&cpuProfile, "cpu-profile", "", "directory to write CPU profiles of the restore to (state-JOB-KEYS-restore.pprof)")
+	addCompareFlags(cmd, &cmp)
 	cli.AddFormatFlag(cmd, &format)
 	cmd.AddCommand(newBenchStateChildCommand(e))
 	return cmd
+}
+
+// runStateCompare runs the same `weir bench state` by this build and the
+// base, in alternated rounds.
+func runStateCompare(ctx context.Context, e *cli.Env, cmp compareFlags, format string, keys, jobs []string, workers int) error {
+	args := []string{"bench", "state", "--format", "json", "--keys", strings.Join(keys, ","), "--job", strings.Join(jobs, ","),
+		"--workers", strconv.Itoa(workers), "--log-level", childLogLevel(ctx, e)}
+	return runFigureCompare(ctx, e, figureCompare{
+		benchmark: "state", args: args, flags: cmp, format: format,
+		title: fmt.Sprintf("jobs %s at %s keys, %d worker(s)", strings.Join(jobs, ","), strings.Join(keys, ","), workers),
+		figures: func(out []byte) ([]bench.Figure, error) {
+			var runs []stateRun
+			if err := json.Unmarshal(out, &runs); err != nil {
+				return nil, err
+			}
+			var figs []bench.Figure
+			for _, r := range runs {
+				v := fmt.Sprintf("%s %d", r.Job, r.Keys)
+				lower := func(name string, x float64) bench.Figure {
+					return bench.Figure{Variant: v, Name: name, Value: x, LowerIsBetter: true}
+				}
+				figs = append(figs, lower("heap B/key", r.HeapBytesPerKey), lower("after cp B/key", r.HeapBytesPerKeyAfterCheckpoint),
+					lower("restored B/key", r.HeapBytesPerKeyAfterRestore), lower("cp disk B/key", r.CheckpointBytesPerKey),
+					lower("full cp ms", r.FullCheckpointMillis), lower("1% cp ms", r.ChangedCheckpointMillis),
+					lower("1000 keys cp ms", r.FixedChangedCheckpointMillis),
+					bench.Figure{Variant: v, Name: "restore keys/s", Value: r.RestoreKeysPerSec})
+			}
+			if len(figs) == 0 {
+				return nil, errors.New("no runs measured")
+			}
+			return figs, nil
+		},
+		notes: func(this, base []byte) []string {
+			var a, b []stateRun
+			if json.Unmarshal(this, &a) != nil || json.Unmarshal(base, &b) != nil || len(a) != len(b) {
+				return nil
+			}
+			var notes []string
+			for i := range a {
+				if a[i].KeysHeld != b[i].KeysHeld {
+					notes = append(notes, fmt.Sprintf("%s %d: this build held %d keys, the base %d", a[i].Job, a[i].Keys, a[i].KeysHeld, b[i].KeysHeld))
+				}
+			}
+			return notes
+		},
+	})
 }
 
 // runStateChild runs one measurement in a fresh process, so that its heap
