@@ -255,19 +255,26 @@ func runNexmarkCompare(ctx context.Context, e *cli.Env, f nexmarkFlags) error {
 			if errA != nil || errB != nil {
 				return nil
 			}
-			results := map[string]int64{}
-			for _, r := range b {
-				results[variant(r)] = r.Results
-			}
-			var notes []string
-			for _, r := range a {
-				if n, ok := results[variant(r)]; ok && n != r.Results && r.Query != generatorOnly {
-					notes = append(notes, fmt.Sprintf("%s: this build output %d results, the base %d", variant(r), r.Results, n))
-				}
-			}
-			return notes
+			return nexmarkResultNotes(a, b)
 		},
 	})
+}
+
+// nexmarkResultNotes names each query and worker count whose result count
+// differs between this build's results and the base's.
+func nexmarkResultNotes(this, base []NexmarkResult) []string {
+	variant := func(r NexmarkResult) string { return fmt.Sprintf("%s w%d", r.Query, r.Workers) }
+	results := map[string]int64{}
+	for _, r := range base {
+		results[variant(r)] = r.Results
+	}
+	var notes []string
+	for _, r := range this {
+		if n, ok := results[variant(r)]; ok && n != r.Results && r.Query != generatorOnly {
+			notes = append(notes, fmt.Sprintf("%s: this build output %d results, the base %d", variant(r), r.Results, n))
+		}
+	}
+	return notes
 }
 
 // runNexmarkChild runs one query in a child process and adds its CPU time.
