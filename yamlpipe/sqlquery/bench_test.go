@@ -36,9 +36,16 @@ func BenchmarkRowFn(b *testing.B) {
 }
 
 // BenchmarkAggregatorOutput measures a per-window query (GROUP BY over
-// 10,000 rows of 100 keys): loading the window's rows, running the query
-// and reading its 100 rows.
+// 10,000 rows of 100 keys, or 100 rows of 10 keys, as a streaming job's
+// small windows have): loading the window's rows, running the query and
+// reading its rows.
 func BenchmarkAggregatorOutput(b *testing.B) {
+	for _, size := range []struct{ rows, keys int }{{10_000, 100}, {100, 10}} {
+		b.Run(fmt.Sprintf("rows=%d", size.rows), func(b *testing.B) { benchmarkAggregatorOutput(b, size.rows, size.keys) })
+	}
+}
+
+func benchmarkAggregatorOutput(b *testing.B, rows, keys int) {
 	q, err := Compile(context.Background(), "SELECT user, sum(ms) AS total, count(*) AS n FROM PCOLLECTION GROUP BY user", []Table{{Name: DefaultTable, Schema: clicks}})
 	if err != nil {
 		b.Fatal(err)
@@ -46,17 +53,16 @@ func BenchmarkAggregatorOutput(b *testing.B) {
 	a := NewAggregator(q, nil)
 	union := row.MustSchema(row.Field{Name: "tag", Type: row.Of(row.KindInt)}, row.Field{Name: "in0", Type: row.RowOf(clicks)})
 	acc := a.NewAccumulator()
-	const rows = 10_000
 	for i := range rows {
-		r := &row.Row{Schema: clicks, Values: []any{fmt.Sprintf("u%d", i%100), int64(i), true, nil, nil}}
+		r := &row.Row{Schema: clicks, Values: []any{fmt.Sprintf("u%d", i%keys), int64(i), true, nil, nil}}
 		acc = a.AddInput(acc, &contract.Element{Value: &row.Row{Schema: union, Values: []any{int64(0), r}}})
 	}
 	b.ReportAllocs()
 	for b.Loop() {
 		out := a.Output(nil, acc, window.Global, window.PaneInfo{}).(*row.Row)
-		if rs, _ := out.Values[0].([]any); len(rs) != 100 {
-			b.Fatalf("%d rows, want 100: %v", len(rs), out.Values[1])
+		if rs, _ := out.Values[0].([]any); len(rs) != keys {
+			b.Fatalf("%d rows, want %d: %v", len(rs), keys, out.Values[1])
 		}
 	}
-	b.ReportMetric(float64(b.N)*rows/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(b.N)*float64(rows)/b.Elapsed().Seconds(), "rows/s")
 }

@@ -268,6 +268,11 @@ type db struct {
 	sizes []int
 	// args holds a load's arguments, kept from one run to the next.
 	args []driver.NamedValue
+	// broken says a run's transaction could not be rolled back: the
+	// database is not to run another (Aggregator closes it).
+	broken bool
+	// closed says Close ran (a second Close does nothing).
+	closed bool
 }
 
 // open creates an in-memory database with the query's tables (empty).
@@ -361,6 +366,10 @@ func (q *Query) prepare(ctx context.Context, d *db) error {
 
 // Close releases the database.
 func (d *db) Close() error {
+	if d.closed {
+		return nil
+	}
+	d.closed = true
 	for _, st := range append(d.clear, d.query) {
 		if st != nil {
 			st.Close()
@@ -800,6 +809,7 @@ func (q *Query) run(ctx context.Context, d *db, tables [][]*row.Row) (out []*row
 		if _, rerr := d.conn.ExecContext(bg, "ROLLBACK"); rerr == nil {
 			return
 		}
+		d.broken = true
 		for _, st := range d.clear {
 			if _, cerr := st.ExecContext(bg); cerr != nil && err == nil {
 				err = fmt.Errorf("emptying the query's tables: %s", sqliteMessage(cerr))

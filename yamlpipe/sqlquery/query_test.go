@@ -3,8 +3,10 @@ package sqlquery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -295,5 +297,89 @@ func TestSQLTime(t *testing.T) {
 		if got, want := sqlTime(ts), ts.ToTime().UTC().Format(timeLayout); got != want {
 			t.Errorf("sqlTime(%d) = %q, want %q", int64(ts), got, want)
 		}
+	}
+}
+
+// TestAggregatorReusesItsDatabases runs panes of one per-window query one
+// after the other and then at once: each answer is right, a database that
+// ran a pane runs the next (emptied; its planner statistics changing with
+// the panes' sizes), a pane whose query fails closes its database, and no
+// more databases stay open than may run at once.
+func TestAggregatorReusesItsDatabases(t *testing.T) {
+	ctx := context.Background()
+	q, err := Compile(ctx, "SELECT user, json(user) AS j, sum(ms) AS total FROM PCOLLECTION GROUP BY user ORDER BY user", []Table{{Name: DefaultTable, Schema: clicks}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAggregator(q, func(dst []byte, v any) []byte { return append(dst, row.AppendJSONValue(nil, v)...) })
+	union := row.MustSchema(row.Field{Name: "tag", Type: row.Of(row.KindInt)}, row.Field{Name: "in0", Type: row.RowOf(clicks)})
+	// pane runs the query over n rows of users "[0]" to "[keys-1]" (JSON
+	// text; "bad" is not, and fails the query) and checks each total.
+	pane := func(n, keys int, user func(i int) string) (ok bool, msg string) {
+		acc := a.NewAccumulator()
+		want := map[string]int64{}
+		for i := range n {
+			u := user(i % keys)
+			want[u] += int64(i)
+			r := &row.Row{Schema: clicks, Values: []any{u, int64(i), true, nil, nil}}
+			acc = a.AddInput(acc, &contract.Element{Value: &row.Row{Schema: union, Values: []any{int64(0), r}}})
+		}
+		out := a.Output(nil, acc, window.Global, window.PaneInfo{}).(*row.Row)
+		if e, _ := out.Values[1].(string); e != "" {
+			return false, e
+		}
+		rs, _ := out.Values[0].([]any)
+		if len(rs) != len(want) {
+			return false, fmt.Sprintf("%d rows, want %d", len(rs), len(want))
+		}
+		for _, x := range rs {
+			r := x.(*row.Row)
+			if u := r.Values[0].(string); r.Values[2] != want[u] {
+				return false, fmt.Sprintf("user %s total %v, want %d", u, r.Values[2], want[u])
+			}
+		}
+		return true, ""
+	}
+	jsonUser := func(i int) string { return fmt.Sprintf("[%d]", i) }
+	var first *db
+	for i, n := range []int{10, 5000, 3, 2000, 40} {
+		if ok, msg := pane(n, 7, jsonUser); !ok {
+			t.Fatalf("pane %d of %d rows: %s", i, n, msg)
+		}
+		if len(a.dbs.free) != 1 {
+			t.Fatalf("after pane %d: %d idle databases, want 1", i, len(a.dbs.free))
+		}
+		if i == 0 {
+			first = a.dbs.free[0]
+		} else if a.dbs.free[0] != first {
+			t.Errorf("pane %d ran on a new database", i)
+		}
+	}
+	if ok, msg := pane(5, 2, func(i int) string { return []string{"bad", "[1]"}[i] }); ok || !strings.Contains(msg, "JSON") {
+		t.Errorf("a pane with a user that is not JSON: ok %v, %q; want the query's error", ok, msg)
+	}
+	if len(a.dbs.free) != 0 {
+		t.Errorf("the failed pane's database is idle again (%d idle)", len(a.dbs.free))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 16)
+	for g := range 16 {
+		wg.Go(func() {
+			if ok, msg := pane(50+g*300, 1+g%5, jsonUser); !ok {
+				errs <- msg
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for msg := range errs {
+		t.Error(msg)
+	}
+	if n := len(a.dbs.free); n < 1 || n > a.dbs.max {
+		t.Errorf("%d idle databases after 16 panes at once, want 1 to %d", n, a.dbs.max)
+	}
+	a.dbs.closeAll()
+	if ok, msg := pane(10, 3, jsonUser); !ok {
+		t.Errorf("a pane after the idle databases closed: %s", msg)
 	}
 }

@@ -62,6 +62,11 @@ func (f *RowFn) Process(pc *contract.ProcessContext, e contract.Element) error {
 	// driver start a goroutine per statement, most of a row's cost.
 	out, err := f.Q.run(context.Background(), f.d, f.rows)
 	f.rows[0][0] = nil
+	if f.d.broken {
+		// The next element opens a database afresh.
+		f.d.Close()
+		f.d = nil
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			// The run ends: not the element's failure.
@@ -114,6 +119,62 @@ type Aggregator struct {
 	Q *Query
 	// Batch is Q.BatchSchema().
 	Batch *row.Schema
+	// dbs keeps the databases of panes that ran, emptied, for the next
+	// panes: opening one (its tables, its statements) cost more than
+	// running the query over a small pane's rows.
+	dbs *dbPool
+}
+
+// dbPool holds idle databases of one query, at most max of them (the
+// workers that may run a pane at once); the others are closed.
+type dbPool struct {
+	max  int
+	mu   sync.Mutex // guards free; held only to take or put one
+	free []*db
+}
+
+// take returns an idle database, or nil when there is none (or no pool:
+// an Aggregator not made by NewAggregator).
+func (p *dbPool) take() *db {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) == 0 {
+		return nil
+	}
+	d := p.free[len(p.free)-1]
+	p.free = p.free[:len(p.free)-1]
+	return d
+}
+
+// put keeps d for a later pane, or closes it when enough are idle.
+func (p *dbPool) put(d *db) {
+	if p == nil {
+		d.Close()
+		return
+	}
+	p.mu.Lock()
+	if len(p.free) < p.max {
+		p.free = append(p.free, d)
+		d = nil
+	}
+	p.mu.Unlock()
+	if d != nil {
+		d.Close()
+	}
+}
+
+// closeAll closes every idle database.
+func (p *dbPool) closeAll() {
+	p.mu.Lock()
+	free := p.free
+	p.free = nil
+	p.mu.Unlock()
+	for _, d := range free {
+		d.Close()
+	}
 }
 
 // NewAggregator returns the aggregation of query q; appendKeyValue is
@@ -123,7 +184,11 @@ func NewAggregator(q *Query, appendKeyValue func(dst []byte, v any) []byte) *Agg
 	for _, t := range q.Tables {
 		j.Ins = append(j.Ins, t.Schema)
 	}
-	return &Aggregator{Aggregator: j, Q: q, Batch: q.BatchSchema()}
+	a := &Aggregator{Aggregator: j, Q: q, Batch: q.BatchSchema(), dbs: &dbPool{max: runtime.GOMAXPROCS(0)}}
+	// The runner has no end-of-run call for an aggregation: the idle
+	// databases go with the aggregator.
+	runtime.AddCleanup(a, func(p *dbPool) { p.closeAll() }, a.dbs)
+	return a
 }
 
 // Output implements contract.Aggregator: the query's result over the
@@ -133,12 +198,21 @@ func (a *Aggregator) Output(_ any, acc any, _ window.Window, _ window.PaneInfo) 
 	ctx, cancel := context.WithTimeout(context.Background(), RunTimeout)
 	defer cancel()
 	res, err := func() ([]*row.Row, error) {
-		d, err := a.Q.openPrepared(ctx)
-		if err != nil {
-			return nil, err
+		d := a.dbs.take()
+		if d == nil {
+			var err error
+			if d, err = a.Q.openPrepared(ctx); err != nil {
+				return nil, err
+			}
 		}
-		defer d.Close()
-		return a.Q.run(ctx, d, tables)
+		res, err := a.Q.run(ctx, d, tables)
+		if err != nil || d.broken {
+			// Whatever failed may have left the database unusable.
+			d.Close()
+			return res, err
+		}
+		a.dbs.put(d)
+		return res, nil
 	}()
 	if err != nil {
 		n := 0
