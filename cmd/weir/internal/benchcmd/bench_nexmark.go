@@ -236,7 +236,7 @@ func runNexmarkCompare(ctx context.Context, e *cli.Env, f nexmarkFlags) error {
 		}
 		return rs, nil
 	}
-	variant := func(r NexmarkResult) string { return fmt.Sprintf("%s w%d", r.Query, r.Workers) }
+	variant := nexmarkVariant
 	return runFigureCompare(ctx, e, figureCompare{
 		benchmark: "nexmark", args: args, flags: f.cmp, format: f.format,
 		title: fmt.Sprintf("%d events per query, seed %d", f.events, f.seed),
@@ -260,10 +260,13 @@ func runNexmarkCompare(ctx context.Context, e *cli.Env, f nexmarkFlags) error {
 	})
 }
 
+// nexmarkVariant names r's query and worker count in a comparison.
+func nexmarkVariant(r NexmarkResult) string { return fmt.Sprintf("%s w%d", r.Query, r.Workers) }
+
 // nexmarkResultNotes names each query and worker count whose result count
 // differs between this build's results and the base's.
 func nexmarkResultNotes(this, base []NexmarkResult) []string {
-	variant := func(r NexmarkResult) string { return fmt.Sprintf("%s w%d", r.Query, r.Workers) }
+	variant := nexmarkVariant
 	results := map[string]int64{}
 	for _, r := range base {
 		results[variant(r)] = r.Results
