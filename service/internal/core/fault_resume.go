@@ -216,12 +216,7 @@ func (s *Core) resumeAfterFault(ctx context.Context, id string, f *storeFault) e
 		s.Opts.Logger.Info("the state store came back; the job waits for its connector", "job_id", j.ID, "job_name", j.Name)
 		return nil
 	}
-	if j.LastCheckpoint != nil {
-		d["epoch"] = j.LastCheckpoint.Epoch
-		msg += fmt.Sprintf(" from checkpoint %d", j.LastCheckpoint.Epoch)
-	} else {
-		msg += " from the beginning (it had no checkpoint)"
-	}
+	msg += resumedFrom(j, d)
 	s.Emit(j.ID, record.EventConditionChanged, record.SeverityInfo, msg, d)
 	s.Opts.Logger.Info("job resumed after the state store came back", "job_id", j.ID, "job_name", j.Name, "state", j.State)
 	return nil

@@ -158,14 +158,19 @@ func (s *Core) recoverJob(ctx context.Context, j *record.Job) error {
 	}
 	if s.RunningJob(j.ID) != nil {
 		d := map[string]any{"code": string(errcode.Resuming), "set": false}
-		msg := "the job resumed after a restart"
-		if j.LastCheckpoint != nil {
-			d["epoch"] = j.LastCheckpoint.Epoch
-			msg += fmt.Sprintf(" from checkpoint %d", j.LastCheckpoint.Epoch)
-		} else {
-			msg += " from the beginning (it had no checkpoint)"
-		}
+		msg := "the job resumed after a restart" + resumedFrom(j, d)
 		s.Emit(j.ID, record.EventRecovered, record.SeverityInfo, msg, d)
 	}
 	return nil
+}
+
+// resumedFrom is the end of an event's message saying where job j resumed:
+// from its last checkpoint, whose epoch it records in the event's details
+// d, or from the beginning.
+func resumedFrom(j *record.Job, d map[string]any) string {
+	if j.LastCheckpoint == nil {
+		return " from the beginning (it had no checkpoint)"
+	}
+	d["epoch"] = j.LastCheckpoint.Epoch
+	return fmt.Sprintf(" from checkpoint %d", j.LastCheckpoint.Epoch)
 }
