@@ -53,6 +53,24 @@ type compareBase struct {
 	cleanup func()
 }
 
+// run runs one side of round round (of rounds) of a comparison: args by
+// this build's binary exe or by the base's, the child's standard error
+// passed on. It returns the binary that ran and its standard output.
+func (b compareBase) run(ctx context.Context, e *cli.Env, exe string, side bench.Side, round, rounds int, args []string) (string, []byte, error) {
+	bin := exe
+	if side == bench.SideBase {
+		bin = b.binary
+	}
+	fmt.Fprintf(e.Stderr, "round %d/%d: %s build\n", round+1, rounds, side)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, e.Stderr
+	if err := cmd.Run(); err != nil {
+		return bin, nil, fmt.Errorf("%s %s: %w", bin, strings.Join(args, " "), err)
+	}
+	return bin, stdout.Bytes(), nil
+}
+
 // resolveCompareBase returns the binary of base: base itself when it is an
 // executable file, else the build of base as a git revision of the
 // repository holding the working directory (in a temporary worktree).
@@ -152,20 +170,13 @@ func runWindowedSumCompare(ctx context.Context, e *cli.Env, f windowedSumFlags, 
 		args = append(args, "--warm=false")
 	}
 	run := func(ctx context.Context, side bench.Side, round int) ([]bench.Measurement, error) {
-		bin := exe
-		if side == bench.SideBase {
-			bin = base.binary
-		}
-		fmt.Fprintf(e.Stderr, "round %d/%d: %s build\n", round+1, f.rounds, side)
-		cmd := exec.CommandContext(ctx, bin, args...)
-		var stdout bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, e.Stderr
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", bin, strings.Join(args, " "), err)
+		bin, out, err := base.run(ctx, e, exe, side, round, f.rounds, args)
+		if err != nil {
+			return nil, err
 		}
 		var ms []bench.Measurement
-		if err := json.Unmarshal(stdout.Bytes(), &ms); err != nil {
-			return nil, fmt.Errorf("reading the measurements of %s: %w (output %q)", bin, err, stdout.String())
+		if err := json.Unmarshal(out, &ms); err != nil {
+			return nil, fmt.Errorf("reading the measurements of %s: %w (output %q)", bin, err, out)
 		}
 		if len(ms) != len(variants) {
 			return nil, fmt.Errorf("%s measured %d variants, want %d (%s)", bin, len(ms), len(variants), strings.Join(names, ","))

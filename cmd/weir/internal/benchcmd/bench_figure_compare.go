@@ -1,14 +1,11 @@
 package benchcmd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -106,23 +103,16 @@ func runFigureCompare(ctx context.Context, e *cli.Env, c figureCompare) error {
 	defer base.cleanup()
 	var first [2][]byte
 	run := func(ctx context.Context, side bench.Side, round int) ([]bench.Figure, error) {
-		bin := exe
-		if side == bench.SideBase {
-			bin = base.binary
-		}
-		fmt.Fprintf(e.Stderr, "round %d/%d: %s build\n", round+1, c.flags.rounds, side)
-		cmd := exec.CommandContext(ctx, bin, c.args...)
-		var stdout bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, e.Stderr
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", bin, strings.Join(c.args, " "), err)
+		bin, out, err := base.run(ctx, e, exe, side, round, c.flags.rounds, c.args)
+		if err != nil {
+			return nil, err
 		}
 		if round == 0 {
-			first[side] = stdout.Bytes()
+			first[side] = out
 		}
-		figs, err := c.figures(stdout.Bytes())
+		figs, err := c.figures(out)
 		if err != nil {
-			return nil, fmt.Errorf("reading the figures of %s: %w (output %q)", bin, err, stdout.String())
+			return nil, fmt.Errorf("reading the figures of %s: %w (output %q)", bin, err, out)
 		}
 		return figs, nil
 	}

@@ -236,18 +236,20 @@ func runNexmarkCompare(ctx context.Context, e *cli.Env, f nexmarkFlags) error {
 		}
 		return rs, nil
 	}
-	variant := nexmarkVariant
 	return runFigureCompare(ctx, e, figureCompare{
 		benchmark: "nexmark", args: args, flags: f.cmp, format: f.format,
 		title: fmt.Sprintf("%d events per query, seed %d", f.events, f.seed),
 		figures: func(out []byte) ([]bench.Figure, error) {
 			rs, err := read(out)
+			if err != nil {
+				return nil, err
+			}
 			var figs []bench.Figure
 			for _, r := range rs {
-				figs = append(figs, bench.Figure{Variant: variant(r), Name: bench.FigureEventsPerSec, Value: r.EventsPerSec},
-					bench.Figure{Variant: variant(r), Name: bench.FigureEventsPerCPUSec, Value: r.PerCPUSecond})
+				figs = append(figs, bench.Figure{Variant: nexmarkVariant(r), Name: bench.FigureEventsPerSec, Value: r.EventsPerSec},
+					bench.Figure{Variant: nexmarkVariant(r), Name: bench.FigureEventsPerCPUSec, Value: r.PerCPUSecond})
 			}
-			return figs, err
+			return figs, nil
 		},
 		notes: func(this, base []byte) []string {
 			a, errA := read(this)
@@ -266,15 +268,14 @@ func nexmarkVariant(r NexmarkResult) string { return fmt.Sprintf("%s w%d", r.Que
 // nexmarkResultNotes names each query and worker count whose result count
 // differs between this build's results and the base's.
 func nexmarkResultNotes(this, base []NexmarkResult) []string {
-	variant := nexmarkVariant
 	results := map[string]int64{}
 	for _, r := range base {
-		results[variant(r)] = r.Results
+		results[nexmarkVariant(r)] = r.Results
 	}
 	var notes []string
 	for _, r := range this {
-		if n, ok := results[variant(r)]; ok && n != r.Results && r.Query != generatorOnly {
-			notes = append(notes, fmt.Sprintf("%s: this build output %d results, the base %d", variant(r), r.Results, n))
+		if n, ok := results[nexmarkVariant(r)]; ok && n != r.Results && r.Query != generatorOnly {
+			notes = append(notes, fmt.Sprintf("%s: this build output %d results, the base %d", nexmarkVariant(r), r.Results, n))
 		}
 	}
 	return notes
