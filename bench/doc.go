@@ -22,7 +22,8 @@
 // heap and the checkpoint's bytes per key held, and the checkpoint time for
 // all keys and after 1% of them changed (RunState, `weir bench state`).
 //
-// nexmark change: a Nexmark query written in YAML (NexmarkYAMLSteps) runs
+// nexmark change: a Nexmark query written in YAML (NexmarkYAMLSteps), or
+// package nexmark's Go query as the job of a Go program, runs
 // unbounded as a job of an in-process job service, its source rate-limited
 // with wall-clock event times and its results written to a topic of the
 // embedded broker; the harness samples the events the job reads and the
@@ -30,7 +31,7 @@
 // and snapshots it (RunNexmarkChange, `weir bench nexmark --change`).
 //
 // Package bench may import weir (the SDK root package), runner, runner/contract, service, service/record,
-// mtime, window, yamlpipe, io/pubsub, state, sandbox and diff (the rehearse
+// mtime, window, yamlpipe, io/pubsub, row, nexmark, state, sandbox and diff (the rehearse
 // variant), client, internal/await and internal/natscluster (the failover variant: a NATS
 // cluster in process, members as child processes, watched through their
 // API), github.com/nats-io/nats.go (to

@@ -13,13 +13,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/io/pubsub"
+	"github.com/weir-dev/weir/nexmark"
 	"github.com/weir-dev/weir/service"
 	"github.com/weir-dev/weir/service/record"
 )
 
 // Throughput during change (`weir bench nexmark --change`): a Nexmark
-// query written in YAML runs as a job of an in-process job service, its
+// query written in YAML (or in Go, ChangeConfig.SDK: nexchange_sdk.go)
+// runs as a job of an in-process job service, its
 // source rate-limited to a fixed rate with wall-clock event times, its
 // results written to a topic of the embedded broker; during the run the
 // job is updated in place, rescaled and snapshotted, and the harness
@@ -42,8 +45,13 @@ const (
 
 // ChangeConfig configures RunNexmarkChange.
 type ChangeConfig struct {
-	// Query is the YAML query (NexmarkYAMLQueries); default q5.
+	// Query is the YAML query (NexmarkYAMLQueries), or with SDK the Go
+	// query (ChangeSDKQueries); default q5.
 	Query string
+	// SDK runs the query of package nexmark, written with the Go SDK, as
+	// the job of a Go program, instead of the YAML one; its windows are
+	// then whole seconds.
+	SDK bool
 	// Rate is the source's rate, events per second; 0 runs the source as
 	// fast as it can (to measure the job's maximum rate: no changes then).
 	Rate float64
@@ -131,10 +139,16 @@ func ChangeJobYAML(q string, rate int64, gen int, size, period time.Duration) (s
 // changeRun is the state of one RunNexmarkChange.
 type changeRun struct {
 	cfg   ChangeConfig
-	svc   *service.Service
 	req   service.SubmitRequest
 	start time.Time
 	gen   int
+	// broker and svcOpts are what a Go job's service is opened again
+	// with at an update (ChangeConfig.SDK).
+	broker  *pubsub.Broker
+	svcOpts service.Options
+
+	svcMu sync.Mutex // guards svc; a leaf
+	svc   *service.Service
 
 	mu      sync.Mutex // guards samples, results and outputs
 	samples []ThroughputSample
@@ -168,9 +182,25 @@ func RunNexmarkChange(ctx context.Context, cfg ChangeConfig) (ChangeOutcome, err
 			return out, fmt.Errorf("change bench: unknown change %q (want update, rescale or snapshot)", c)
 		}
 	}
-	pipeline, err := ChangeJobYAML(cfg.Query, int64(cfg.Rate), 1, cfg.WindowSize, cfg.WindowPeriod)
-	if err != nil {
-		return out, err
+	var pipeline string
+	var sdkQuery nexmark.Query
+	if cfg.SDK {
+		out.Language = "go"
+		if err := checkSDKWindows(cfg.WindowSize, cfg.WindowPeriod); err != nil {
+			return out, err
+		}
+		q, err := changeSDKQuery(cfg.Query)
+		if err != nil {
+			return out, err
+		}
+		sdkQuery = q
+	} else {
+		out.Language = "yaml"
+		p, err := ChangeJobYAML(cfg.Query, int64(cfg.Rate), 1, cfg.WindowSize, cfg.WindowPeriod)
+		if err != nil {
+			return out, err
+		}
+		pipeline = p
 	}
 	logger := slog.New(discardHandler{})
 	b, stopBroker, err := startBenchBroker(ctx, pubsub.Options{StoreDir: filepath.Join(cfg.Dir, "broker"), Logger: logger}, changeTopic)
@@ -178,19 +208,22 @@ func RunNexmarkChange(ctx context.Context, cfg ChangeConfig) (ChangeOutcome, err
 		return out, err
 	}
 	defer stopBroker()
-	r := &changeRun{cfg: cfg, gen: 1}
+	r := &changeRun{cfg: cfg, gen: 1, broker: b, svcOpts: service.Options{DataDir: filepath.Join(cfg.Dir, "data"), Logger: logger, Broker: b,
+		CheckpointInterval: cfg.CheckpointInterval}}
 	unsubscribe, err := r.subscribe(b)
 	if err != nil {
 		return out, err
 	}
 	defer unsubscribe()
-	svc, err := service.Open(ctx, service.Options{DataDir: filepath.Join(cfg.Dir, "data"), Logger: logger, Broker: b,
-		CheckpointInterval: cfg.CheckpointInterval})
+	if cfg.SDK {
+		r.svcOpts.Program = changeSDKLoader(sdkQuery, b, int64(cfg.Rate), r.gen, cfg.WindowSize, cfg.WindowPeriod)
+	}
+	svc, err := service.Open(ctx, r.svcOpts)
 	if err != nil {
 		return out, err
 	}
-	defer func() { svc.Close(context.WithoutCancel(ctx)) }()
 	r.svc = svc
+	defer func() { r.service().Close(context.WithoutCancel(ctx)) }()
 	wd, err := os.Getwd()
 	if err != nil {
 		return out, err
@@ -198,7 +231,15 @@ func RunNexmarkChange(ctx context.Context, cfg ChangeConfig) (ChangeOutcome, err
 	r.req = service.SubmitRequest{Name: changeJob, Pipeline: pipeline, PipelineFile: "bench-nexmark-change.yaml", BaseDir: wd,
 		Options: record.JobOptions{NumWorkers: cfg.Workers, AutoscalingAlgorithm: record.AutoscalingNone}}
 	r.start = time.Now()
-	if _, err := svc.Submit(ctx, r.req); err != nil {
+	if cfg.SDK {
+		st, err := svc.StartProgram(ctx, service.ProgramRequest{Name: changeJob, Program: changeProgram, Options: r.req.Options})
+		if err != nil {
+			return out, fmt.Errorf("starting the Go job: %w", err)
+		}
+		if st.Job == nil || st.Job.State == record.StateFailed {
+			return out, fmt.Errorf("the Go job did not start (%s)", st.Action)
+		}
+	} else if _, err := svc.Submit(ctx, r.req); err != nil {
 		return out, fmt.Errorf("submitting the job: %w", err)
 	}
 	sampleCtx, stopSampling := context.WithCancel(ctx)
@@ -234,7 +275,7 @@ func RunNexmarkChange(ctx context.Context, cfg ChangeConfig) (ChangeOutcome, err
 	stopSampling()
 	<-sampled
 	end := time.Since(r.start)
-	if _, err := svc.Cancel(ctx, changeJob); err != nil {
+	if _, err := r.service().Cancel(ctx, changeJob); err != nil {
 		return out, fmt.Errorf("cancelling the job: %w", err)
 	}
 	r.mu.Lock()
@@ -333,7 +374,7 @@ func (r *changeRun) sample(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		p, ok := r.svc.ElementsRead(changeJob)
+		p, ok := r.service().ElementsRead(changeJob)
 		at := time.Since(r.start)
 		var read int64
 		switch {
@@ -383,6 +424,65 @@ func (r *changeRun) hasResultAfter(t time.Duration, gen int) bool {
 
 func secondsDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
+// service returns the job service that runs the job now.
+func (r *changeRun) service() *service.Service {
+	r.svcMu.Lock()
+	defer r.svcMu.Unlock()
+	return r.svc
+}
+
+// updateProgram updates the Go job in place as a new build of its
+// program does: the running service checks the build's graph against the
+// job (CheckRelease) and, when it passes, closes, as the old program's
+// process exits; a service opened with the build's loader then replaces
+// the job (StartProgram with Update). The build tags its results r.gen.
+func (r *changeRun) updateProgram(ctx context.Context, c ChangeResult, begin time.Time) (ChangeResult, error) {
+	q, err := changeSDKQuery(r.cfg.Query)
+	if err != nil {
+		return c, err
+	}
+	load := changeSDKLoader(q, r.broker, int64(r.cfg.Rate), r.gen, r.cfg.WindowSize, r.cfg.WindowPeriod)
+	p, err := load(weir.JobInfo{Name: changeJob})
+	if err != nil {
+		return c, err
+	}
+	canon, err := p.Graph().Canonical()
+	if err != nil {
+		return c, err
+	}
+	old := r.service()
+	check, err := old.CheckRelease(service.ReleaseRequest{Name: changeJob, Graph: canon, Program: changeProgram})
+	if err != nil {
+		return c, fmt.Errorf("the running service refused the new build: %w", err)
+	}
+	if !check.Report.Compatible {
+		return c, fmt.Errorf("the new build is not compatible (%d errors)", len(check.Report.Errors))
+	}
+	if err := old.Close(ctx); err != nil {
+		return c, fmt.Errorf("closing the running service: %w", err)
+	}
+	opts := r.svcOpts
+	opts.Program = load
+	svc, err := service.Open(ctx, opts)
+	if err != nil {
+		return c, fmt.Errorf("opening the service with the new build: %w", err)
+	}
+	r.svcMu.Lock()
+	r.svc = svc
+	r.svcMu.Unlock()
+	st, err := svc.StartProgram(ctx, service.ProgramRequest{Name: changeJob, Program: changeProgram, Update: true})
+	if err != nil {
+		return c, fmt.Errorf("the new build's update: %w", err)
+	}
+	if st.Job == nil {
+		return c, fmt.Errorf("the new build's update replaced nothing (%s)", st.Action)
+	}
+	c.JobID, c.Generation = st.Job.ID, st.Job.Generation
+	c.Detail = fmt.Sprintf("job %s generation %d, results tagged gen %d; the program's update: check, service closed, opened with the new build, replaced", st.Job.ID, st.Job.Generation, r.gen)
+	c.TookMillis = float64(time.Since(begin).Microseconds()) / 1000
+	return c, nil
+}
+
 // change makes one change of kind to the running job and says what it
 // did.
 func (r *changeRun) change(ctx context.Context, kind string) (ChangeResult, error) {
@@ -391,6 +491,9 @@ func (r *changeRun) change(ctx context.Context, kind string) (ChangeResult, erro
 	switch kind {
 	case ChangeUpdate:
 		r.gen++
+		if r.cfg.SDK {
+			return r.updateProgram(ctx, c, begin)
+		}
 		pipeline, err := ChangeJobYAML(r.cfg.Query, int64(r.cfg.Rate), r.gen, r.cfg.WindowSize, r.cfg.WindowPeriod)
 		if err != nil {
 			return c, err
@@ -398,7 +501,7 @@ func (r *changeRun) change(ctx context.Context, kind string) (ChangeResult, erro
 		req := r.req
 		req.Pipeline = pipeline
 		req.Options = record.JobOptions{}
-		res, err := r.svc.Update(ctx, service.UpdateRequest{SubmitRequest: req})
+		res, err := r.service().Update(ctx, service.UpdateRequest{SubmitRequest: req})
 		if err != nil {
 			return c, err
 		}
@@ -408,7 +511,7 @@ func (r *changeRun) change(ctx context.Context, kind string) (ChangeResult, erro
 		c.JobID, c.Generation, c.ServicePauseMillis = res.Job.ID, res.Job.Generation, res.PauseMillis
 		c.Detail = fmt.Sprintf("job %s generation %d, results tagged gen %d, service pause %d ms", res.Job.ID, res.Job.Generation, r.gen, res.PauseMillis)
 	case ChangeRescale:
-		j, err := r.svc.Get(changeJob)
+		j, err := r.service().Get(changeJob)
 		if err != nil {
 			return c, err
 		}
@@ -417,10 +520,10 @@ func (r *changeRun) change(ctx context.Context, kind string) (ChangeResult, erro
 		if from > 1 {
 			to = 1
 		}
-		if _, err := r.svc.UpdateOptions(ctx, changeJob, record.JobOptions{NumWorkers: to}); err != nil {
+		if _, err := r.service().UpdateOptions(ctx, changeJob, record.JobOptions{NumWorkers: to}); err != nil {
 			return c, err
 		}
-		if j, err = r.svc.Get(changeJob); err != nil {
+		if j, err = r.service().Get(changeJob); err != nil {
 			return c, err
 		}
 		if j.Options.NumWorkers != to {
@@ -429,11 +532,11 @@ func (r *changeRun) change(ctx context.Context, kind string) (ChangeResult, erro
 		c.JobID, c.Generation, c.WorkersFrom, c.WorkersTo = j.ID, j.Generation, from, to
 		c.Detail = fmt.Sprintf("workers %d -> %d", from, to)
 	case ChangeSnapshot:
-		snap, err := r.svc.CreateSnapshot(ctx, service.SnapshotRequest{Job: changeJob})
+		snap, err := r.service().CreateSnapshot(ctx, service.SnapshotRequest{Job: changeJob})
 		if err != nil {
 			return c, err
 		}
-		if snap, err = r.svc.WaitSnapshot(ctx, snap.ID); err != nil {
+		if snap, err = r.service().WaitSnapshot(ctx, snap.ID); err != nil {
 			return c, err
 		}
 		if snap.State != record.SnapshotReady {

@@ -91,6 +91,9 @@ type ChangeResult struct {
 // --change --format json`).
 type ChangeOutcome struct {
 	Query string `json:"query"`
+	// Language is the query's: "yaml" (a YAML pipeline) or "go" (the Go
+	// SDK's, the job of a Go program).
+	Language string `json:"language"`
 	// MaxRate is the measured maximum rate (events per second) and
 	// RateFraction the share of it the run asked for; set by the caller.
 	MaxRate      float64 `json:"max_events_per_second,omitempty"`

@@ -8,22 +8,40 @@ import (
 )
 
 // TestNexmarkChange runs the change benchmark small (a few seconds at a
-// low rate, every kind of change once) and checks the report's structure:
-// every change happened (a new generation, the new worker count, a READY
-// snapshot) and results kept arriving after each. It sets no timing
-// threshold.
+// low rate, every kind of change once), with the YAML query and with the
+// Go SDK's as a Go program's job, and checks the report's structure:
+// every change happened (a new generation whose results carry the new
+// tag, the new worker count, a READY snapshot) and results kept arriving
+// after each. It sets no timing threshold.
 func TestNexmarkChange(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a job service for several seconds")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	changes := []string{ChangeUpdate, ChangeRescale, ChangeSnapshot}
-	out, err := RunNexmarkChange(ctx, ChangeConfig{Query: "q5", Rate: 2000, Duration: 8 * time.Second,
-		Changes: changes, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		language string
+		sdk      bool
+	}{{"yaml", false}, {"go", true}} {
+		t.Run(tc.language, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			changes := []string{ChangeUpdate, ChangeRescale, ChangeSnapshot}
+			out, err := RunNexmarkChange(ctx, ChangeConfig{Query: "q5", SDK: tc.sdk, Rate: 2000, Duration: 8 * time.Second,
+				Changes: changes, Dir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Language != tc.language {
+				t.Errorf("report's language %q, want %q", out.Language, tc.language)
+			}
+			checkChangeReport(t, out, changes)
+		})
 	}
+}
+
+// checkChangeReport checks the report of a run that made changes
+// (update, rescale, snapshot) in this order.
+func checkChangeReport(t *testing.T, out ChangeOutcome, changes []string) {
+	t.Helper()
 	if len(out.Changes) != len(changes) {
 		t.Fatalf("report has %d changes, want %d: %+v", len(out.Changes), len(changes), out.Changes)
 	}
@@ -53,6 +71,29 @@ func TestNexmarkChange(t *testing.T) {
 	}
 	if sn.SnapshotID == "" || sn.JobID != up.JobID {
 		t.Errorf("snapshot: id %q of job %s, want one of %s", sn.SnapshotID, sn.JobID, up.JobID)
+	}
+}
+
+// TestNexmarkChangeRefusesGo: a Go query that emits nothing while its
+// input is unbounded, or windows of a fraction of a second, are refused
+// before anything runs.
+func TestNexmarkChangeRefusesGo(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  ChangeConfig
+		want string
+	}{
+		{"bounded-only query", ChangeConfig{Query: "q3", SDK: true, Rate: 1000}, "does not emit while its input is unbounded"},
+		{"unknown query", ChangeConfig{Query: "q99", SDK: true, Rate: 1000}, "does not emit while its input is unbounded"},
+		{"sub-second window", ChangeConfig{Query: "q5", SDK: true, Rate: 1000, WindowSize: 1500 * time.Millisecond}, "whole seconds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Dir = t.TempDir()
+			_, err := RunNexmarkChange(context.Background(), tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error saying %q", err, tc.want)
+			}
+		})
 	}
 }
 

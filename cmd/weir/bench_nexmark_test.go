@@ -2,9 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/weir-dev/weir/cmd/weir/internal/benchcmd"
 	"testing"
 
+	"github.com/weir-dev/weir/bench"
+	"github.com/weir-dev/weir/cmd/weir/internal/benchcmd"
 	"github.com/weir-dev/weir/nexmark"
 )
 
@@ -98,5 +99,34 @@ func TestCLIBenchNexmarkUsage(t *testing.T) {
 		{name: "no events", args: []string{"bench", "nexmark", "--events", "0"}, wantCode: ExitUsage, wantStderr: []string{"--events"}},
 		{name: "no workers", args: []string{"bench", "nexmark", "--workers", "0"}, wantCode: ExitUsage, wantStderr: []string{"--workers"}},
 		{name: "negative checkpoint interval", args: []string{"bench", "nexmark", "--checkpoint-interval", "-1s"}, wantCode: ExitUsage, wantStderr: []string{"--checkpoint-interval"}},
+		{name: "unknown language", args: []string{"bench", "nexmark", "--unbounded", "--query", "q1", "--language", "yaml,java"}, wantCode: ExitUsage, wantStderr: []string{"--language", `"java"`}},
+		{name: "go with a fraction of a second", args: []string{"bench", "nexmark", "--unbounded", "--query", "q5", "--language", "go", "--window", "1500ms"}, wantCode: ExitUsage,
+			wantStderr: []string{"--language go", "whole seconds"}},
 	})
+}
+
+// TestCLIBenchNexmarkUnboundedGo runs a Go SDK query unbounded through
+// the command, briefly, at a given rate: one report, the Go query's,
+// with results and their latency.
+func TestCLIBenchNexmarkUnboundedGo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a job service for seconds")
+	}
+	t.Parallel()
+	r := runCLI(t, "", "bench", "nexmark", "--unbounded", "--query", "q1", "--language", "go", "--max-rate", "2000",
+		"--duration", "3s", "--format", "json")
+	if r.code != ExitOK {
+		t.Fatalf("exit code %d\nstderr:\n%s", r.code, r.stderr)
+	}
+	var outs []bench.ChangeOutcome
+	if err := json.Unmarshal([]byte(r.stdout), &outs); err != nil {
+		t.Fatalf("decoding %q: %v", r.stdout, err)
+	}
+	if len(outs) != 1 {
+		t.Fatalf("%d reports, want 1: %+v", len(outs), outs)
+	}
+	o := outs[0]
+	if o.Query != "q1" || o.Language != "go" || o.Results == 0 || o.LatencyP99Millis <= 0 || o.Rate > 1400 || o.Rate < 1390 {
+		t.Errorf("report %+v: want q1 in Go at 70%% of 2000 events/s (a rate whose events are whole microseconds apart) with results and their latency", o)
+	}
 }

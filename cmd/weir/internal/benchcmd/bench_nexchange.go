@@ -21,6 +21,7 @@ import (
 // runs in the job service (--unbounded, --change).
 type changeFlags struct {
 	unbounded    bool
+	languages    []string
 	changes      []string
 	rateFraction float64
 	maxRate      float64
@@ -39,7 +40,10 @@ func (c changeFlags) active() bool { return c.unbounded || len(c.changes) > 0 }
 const changeHelp = `
 
 --unbounded runs YAML queries (q0, q1, q2, q5, q7, q8, q11) unbounded as jobs of an
-in-process job service instead (all of them when --query is all): each job's
+in-process job service instead (all of them when --query is all); --language go
+runs the Go SDK's versions of the same queries (package nexmark's, as the
+job of a Go program served by that service; their windows whole seconds),
+--language yaml,go both, one after the other. Each job's
 maximum rate is measured first by running it for --measure-duration with its
 source unthrottled (the median of the events read per --sample; or given by
 --max-rate), then the job runs again, afresh, for --duration with its Nexmark
@@ -77,7 +81,8 @@ window, the job never fell further behind).`
 // addChangeFlags adds the flags of the unbounded runs to cmd.
 func addChangeFlags(cmd *cobra.Command, f *changeFlags) {
 	fl := cmd.Flags()
-	fl.BoolVar(&f.unbounded, "unbounded", false, "run YAML queries unbounded as jobs of an in-process job service, at --rate-fraction of their measured maximum rate, and report throughput and result latency")
+	fl.BoolVar(&f.unbounded, "unbounded", false, "run the queries unbounded as jobs of an in-process job service, at --rate-fraction of their measured maximum rate, and report throughput and result latency")
+	fl.StringSliceVar(&f.languages, "language", []string{"yaml"}, "the unbounded runs' queries: yaml (YAML pipelines), go (the Go SDK's, as a Go program's job) or both (yaml,go)")
 	fl.StringSliceVar(&f.changes, "change", nil, "changes to make during an unbounded run: update, rescale, snapshot (comma-separated; implies --unbounded)")
 	fl.Float64Var(&f.rateFraction, "rate-fraction", 0.7, "the unbounded run's rate as a fraction of the measured maximum rate")
 	fl.Float64Var(&f.maxRate, "max-rate", 0, "the maximum rate (events/s) to take --rate-fraction of, instead of measuring it (one query only; 0: measure)")
@@ -128,17 +133,33 @@ func runNexmarkUnbounded(ctx context.Context, e *cli.Env, f nexmarkFlags) error 
 	case c.duration <= 0 || c.sample <= 0 || c.windowSize <= 0 || c.windowPeriod <= 0 || c.measureFor <= 0:
 		return cli.UsageErrorf("--duration, --sample, --window, --window-period and --measure-duration must be positive")
 	}
+	var sdk []bool
+	for _, l := range c.languages {
+		switch strings.TrimSpace(l) {
+		case "yaml":
+			sdk = append(sdk, false)
+		case "go":
+			if c.windowSize%time.Second != 0 || c.windowPeriod%time.Second != 0 {
+				return cli.UsageErrorf("--language go: the Go queries' windows are whole seconds, not --window %s every --window-period %s", c.windowSize, c.windowPeriod)
+			}
+			sdk = append(sdk, true)
+		default:
+			return cli.UsageErrorf("--language: unknown language %q (want yaml or go)", l)
+		}
+	}
 	workers := 1
 	if len(f.workers) > 0 {
 		workers = f.workers[0]
 	}
 	var outs []bench.ChangeOutcome
 	for _, q := range queries {
-		out, err := runNexmarkChangeOnce(ctx, q, workers, c)
-		if err != nil {
-			return cli.WithCode(cli.ExitFailure, fmt.Errorf("benchmark nexmark %s unbounded: %w", q, err))
+		for _, goSDK := range sdk {
+			out, err := runNexmarkChangeOnce(ctx, q, goSDK, workers, c)
+			if err != nil {
+				return cli.WithCode(cli.ExitFailure, fmt.Errorf("benchmark nexmark %s (%s) unbounded: %w", q, languageName(goSDK), err))
+			}
+			outs = append(outs, out)
 		}
-		outs = append(outs, out)
 	}
 	if f.format == cli.FormatJSON {
 		return cli.WriteJSON(e.Stdout, outs)
@@ -148,14 +169,14 @@ func runNexmarkUnbounded(ctx context.Context, e *cli.Env, f nexmarkFlags) error 
 
 // runNexmarkChangeOnce measures query q's maximum rate (unless given) and
 // runs it unbounded at the fraction of it, with the changes.
-func runNexmarkChangeOnce(ctx context.Context, q string, workers int, c changeFlags) (bench.ChangeOutcome, error) {
+func runNexmarkChangeOnce(ctx context.Context, q string, goSDK bool, workers int, c changeFlags) (bench.ChangeOutcome, error) {
 	run := func(rate float64, d time.Duration, changes []string) (bench.ChangeOutcome, error) {
 		dir, err := os.MkdirTemp("", "weir-nexmark-change-")
 		if err != nil {
 			return bench.ChangeOutcome{}, fmt.Errorf("creating the data directory: %w", err)
 		}
 		defer os.RemoveAll(dir)
-		return bench.RunNexmarkChange(ctx, bench.ChangeConfig{Query: q, Rate: rate, Duration: d, Changes: changes, Workers: workers,
+		return bench.RunNexmarkChange(ctx, bench.ChangeConfig{Query: q, SDK: goSDK, Rate: rate, Duration: d, Changes: changes, Workers: workers,
 			Sample: c.sample, WindowSize: c.windowSize, WindowPeriod: c.windowPeriod, Dir: dir})
 	}
 	maxRate, from := c.maxRate, "--max-rate"
@@ -176,12 +197,17 @@ func runNexmarkChangeOnce(ctx context.Context, q string, workers int, c changeFl
 // query, and a table of its changes.
 func writeChangeReport(w io.Writer, outs []bench.ChangeOutcome) error {
 	var b strings.Builder
-	b.WriteString("nexmark unbounded: YAML queries as jobs of an in-process job service, Nexmark source rate-limited with wall-clock event times,\n" +
-		"results to a topic of the embedded broker, a checkpoint every second. Latency: a result's arrival on the topic less its timestamp\n" +
+	b.WriteString("nexmark unbounded: queries as jobs of an in-process job service (YAML pipelines; Go: the Go SDK's, a Go program's job),\n" +
+		"Nexmark source rate-limited with wall-clock event times, " +
+		"results to a topic of the embedded broker,\na checkpoint every second. Latency: a result's arrival on the topic less its timestamp\n" +
 		"(the event's time; for a windowed query, q5, q7, q8 or q11, the end of its window).\n")
 	for _, o := range outs {
+		name := o.Query
+		if o.Language != "" {
+			name += " (" + languageName(o.Language == "go") + ")"
+		}
 		fmt.Fprintf(&b, "\n%s: max %.0f events/s (%s) x %.2f -> %.0f events/s (whole microseconds apart) for %.1f s, %d worker(s) at the start",
-			o.Query, o.MaxRate, o.MaxRateFrom, o.RateFraction, o.Rate, o.DurationSeconds, o.Workers)
+			name, o.MaxRate, o.MaxRateFrom, o.RateFraction, o.Rate, o.DurationSeconds, o.Workers)
 		if o.Query == "q5" {
 			fmt.Fprintf(&b, ", sliding windows %gs every %gs", o.WindowSizeSeconds, o.WindowPeriodSeconds)
 		}
@@ -208,6 +234,14 @@ func writeChangeReport(w io.Writer, outs []bench.ChangeOutcome) error {
 		}
 	}
 	return cli.WriteReport(w, &b)
+}
+
+// languageName names the language of a query's version.
+func languageName(goSDK bool) string {
+	if goSDK {
+		return "Go"
+	}
+	return "YAML"
 }
 
 // representableRate is the highest rate at or below r (events per second,
