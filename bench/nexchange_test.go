@@ -74,8 +74,9 @@ func checkChangeReport(t *testing.T, out ChangeOutcome, changes []string) {
 	}
 }
 
-// TestNexmarkChangeRefusesGo: a Go query that emits nothing while its
-// input is unbounded, or windows of a fraction of a second, are refused
+// TestNexmarkChangeRefusesGo: a Go query whose results' timestamps say
+// nothing of an event's age (q12), an unknown query, or windows of a
+// fraction of a second, are refused
 // before anything runs.
 func TestNexmarkChangeRefusesGo(t *testing.T) {
 	for _, tc := range []struct {
@@ -83,7 +84,7 @@ func TestNexmarkChangeRefusesGo(t *testing.T) {
 		cfg  ChangeConfig
 		want string
 	}{
-		{"bounded-only query", ChangeConfig{Query: "q3", SDK: true, Rate: 1000}, "does not emit while its input is unbounded"},
+		{"processing-time query", ChangeConfig{Query: "q12", SDK: true, Rate: 1000}, "does not emit while its input is unbounded"},
 		{"unknown query", ChangeConfig{Query: "q99", SDK: true, Rate: 1000}, "does not emit while its input is unbounded"},
 		{"sub-second window", ChangeConfig{Query: "q5", SDK: true, Rate: 1000, WindowSize: 1500 * time.Millisecond}, "whole seconds"},
 	} {

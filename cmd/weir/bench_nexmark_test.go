@@ -100,6 +100,10 @@ func TestCLIBenchNexmarkUsage(t *testing.T) {
 		{name: "no workers", args: []string{"bench", "nexmark", "--workers", "0"}, wantCode: ExitUsage, wantStderr: []string{"--workers"}},
 		{name: "negative checkpoint interval", args: []string{"bench", "nexmark", "--checkpoint-interval", "-1s"}, wantCode: ExitUsage, wantStderr: []string{"--checkpoint-interval"}},
 		{name: "unknown language", args: []string{"bench", "nexmark", "--unbounded", "--query", "q1", "--language", "yaml,java"}, wantCode: ExitUsage, wantStderr: []string{"--language", `"java"`}},
+		{name: "no YAML version", args: []string{"bench", "nexmark", "--unbounded", "--query", "q9", "--language", "yaml,go"}, wantCode: ExitUsage,
+			wantStderr: []string{"q9 has no YAML version"}},
+		{name: "max rate of two queries", args: []string{"bench", "nexmark", "--unbounded", "--query", "q1,q2", "--max-rate", "1000"}, wantCode: ExitUsage,
+			wantStderr: []string{"--max-rate"}},
 		{name: "go with a fraction of a second", args: []string{"bench", "nexmark", "--unbounded", "--query", "q5", "--language", "go", "--window", "1500ms"}, wantCode: ExitUsage,
 			wantStderr: []string{"--language go", "whole seconds"}},
 	})

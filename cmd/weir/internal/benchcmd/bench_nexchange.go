@@ -15,6 +15,7 @@ import (
 
 	"github.com/weir-dev/weir/bench"
 	"github.com/weir-dev/weir/cmd/weir/internal/cli"
+	"github.com/weir-dev/weir/nexmark"
 )
 
 // changeFlags are the flags of `weir bench nexmark` for its unbounded
@@ -41,9 +42,10 @@ const changeHelp = `
 
 --unbounded runs YAML queries (q0, q1, q2, q5, q7, q8, q11) unbounded as jobs of an
 in-process job service instead (all of them when --query is all); --language go
-runs the Go SDK's versions of the same queries (package nexmark's, as the
-job of a Go program served by that service; their windows whole seconds),
---language yaml,go both, one after the other. Each job's
+runs the Go SDK's versions (package nexmark's, as the job of a Go program
+served by that service; their windows whole seconds; q3, q4, q6 and q9 too,
+whose Go versions emit as auctions close), --language yaml,go both, one
+after the other (--max-rate then applies to each). Each job's
 maximum rate is measured first by running it for --measure-duration with its
 source unthrottled (the median of the events read per --sample; or given by
 --max-rate), then the job runs again, afresh, for --duration with its Nexmark
@@ -54,8 +56,9 @@ meanwhile), its results stamped and written to a topic of the embedded broker, w
 checkpoint covers when it commits). It reports the events read per second
 (sampled every --sample from the live execution) and the p50/p99 latency of
 the results: arrival on the topic less the result's timestamp, which is the
-event's time for q0-q2 and the end of the result's window for q5 (a windowed
-result cannot exist before its window ends). The first --workers count is
+event's time for q0-q3, the end of the result's window for q4, q5, q7, q8
+and q11 (a windowed result cannot exist before its window ends), and the
+auction's close for q6 and q9. The first --workers count is
 the job's worker count at the start (and the measuring run's).
 
 --change update,rescale,snapshot (implies --unbounded; --query defaults to
@@ -93,45 +96,66 @@ func addChangeFlags(cmd *cobra.Command, f *changeFlags) {
 	fl.DurationVar(&f.windowPeriod, "window-period", time.Second, "period of q5's sliding windows in the unbounded runs")
 }
 
-// changeQueries returns the YAML queries an unbounded run of spec runs.
-func changeQueries(spec string, f changeFlags) ([]string, error) {
-	have := bench.NexmarkYAMLStreamingQueries()
-	if spec == "all" {
-		if len(f.changes) > 0 {
-			return []string{"q5"}, nil
+// changeRun is one unbounded run: a query in a language.
+type changeRun struct {
+	query string
+	goSDK bool
+}
+
+// changeRuns returns the unbounded runs of spec in the languages asked
+// for: per query, each language's version. A query named in spec must
+// have a version that emits while its input is unbounded in every
+// language asked for; "all" runs every query that has one, in each
+// language that has it (q5 alone with --change).
+func changeRuns(spec string, f changeFlags, langs []bool) ([]changeRun, error) {
+	has := func(goSDK bool, q string) bool {
+		if goSDK {
+			return slices.Contains(bench.ChangeSDKQueries(), q)
 		}
-		return have, nil
+		_, ok := bench.NexmarkYAMLSteps(q, 0, 0)
+		return ok && slices.Contains(bench.NexmarkYAMLStreamingQueries(), q)
 	}
 	var qs []string
-	for _, q := range strings.Split(spec, ",") {
-		q = strings.TrimSpace(q)
-		if _, ok := bench.NexmarkYAMLSteps(q, 0, 0); !ok || !slices.Contains(have, q) {
-			return nil, fmt.Errorf("%s has no YAML version that emits while its input is unbounded; --unbounded and --change run %s", q, strings.Join(have, ", "))
+	switch {
+	case spec == "all" && len(f.changes) > 0:
+		qs = []string{"q5"}
+	case spec == "all":
+		for _, q := range nexmark.Queries() {
+			qs = append(qs, q.Name)
 		}
-		qs = append(qs, q)
+	default:
+		for _, q := range strings.Split(spec, ",") {
+			q = strings.TrimSpace(q)
+			for _, goSDK := range langs {
+				if !has(goSDK, q) {
+					list := bench.NexmarkYAMLStreamingQueries()
+					if goSDK {
+						list = bench.ChangeSDKQueries()
+					}
+					return nil, fmt.Errorf("%s has no %s version that emits while its input is unbounded; --unbounded and --change run %s", q, languageName(goSDK), strings.Join(list, ", "))
+				}
+			}
+			qs = append(qs, q)
+		}
 	}
-	return qs, nil
+	var runs []changeRun
+	for _, q := range qs {
+		for _, goSDK := range langs {
+			if has(goSDK, q) {
+				runs = append(runs, changeRun{q, goSDK})
+			}
+		}
+	}
+	return runs, nil
 }
 
 // runNexmarkUnbounded runs `weir bench nexmark --unbounded/--change`.
 func runNexmarkUnbounded(ctx context.Context, e *cli.Env, f nexmarkFlags) error {
 	c := f.change
-	queries, err := changeQueries(f.queries, c)
-	if err != nil {
-		return cli.UsageErrorf("--query: %w", err)
-	}
 	for _, k := range c.changes {
 		if k != bench.ChangeUpdate && k != bench.ChangeRescale && k != bench.ChangeSnapshot {
 			return cli.UsageErrorf("--change: unknown change %q (want update, rescale or snapshot)", k)
 		}
-	}
-	switch {
-	case c.rateFraction <= 0 || c.rateFraction > 1:
-		return cli.UsageErrorf("--rate-fraction must be in (0, 1], got %g", c.rateFraction)
-	case c.maxRate < 0, c.maxRate > 0 && len(queries) > 1:
-		return cli.UsageErrorf("--max-rate must be positive and needs a single query")
-	case c.duration <= 0 || c.sample <= 0 || c.windowSize <= 0 || c.windowPeriod <= 0 || c.measureFor <= 0:
-		return cli.UsageErrorf("--duration, --sample, --window, --window-period and --measure-duration must be positive")
 	}
 	var sdk []bool
 	for _, l := range c.languages {
@@ -147,19 +171,29 @@ func runNexmarkUnbounded(ctx context.Context, e *cli.Env, f nexmarkFlags) error 
 			return cli.UsageErrorf("--language: unknown language %q (want yaml or go)", l)
 		}
 	}
+	runs, err := changeRuns(f.queries, c, sdk)
+	if err != nil {
+		return cli.UsageErrorf("--query: %w", err)
+	}
+	switch {
+	case c.rateFraction <= 0 || c.rateFraction > 1:
+		return cli.UsageErrorf("--rate-fraction must be in (0, 1], got %g", c.rateFraction)
+	case c.maxRate < 0, c.maxRate > 0 && runs[0].query != runs[len(runs)-1].query:
+		return cli.UsageErrorf("--max-rate must be positive and needs a single query (its rate in every --language)")
+	case c.duration <= 0 || c.sample <= 0 || c.windowSize <= 0 || c.windowPeriod <= 0 || c.measureFor <= 0:
+		return cli.UsageErrorf("--duration, --sample, --window, --window-period and --measure-duration must be positive")
+	}
 	workers := 1
 	if len(f.workers) > 0 {
 		workers = f.workers[0]
 	}
 	var outs []bench.ChangeOutcome
-	for _, q := range queries {
-		for _, goSDK := range sdk {
-			out, err := runNexmarkChangeOnce(ctx, q, goSDK, workers, c)
-			if err != nil {
-				return cli.WithCode(cli.ExitFailure, fmt.Errorf("benchmark nexmark %s (%s) unbounded: %w", q, languageName(goSDK), err))
-			}
-			outs = append(outs, out)
+	for _, run := range runs {
+		out, err := runNexmarkChangeOnce(ctx, run.query, run.goSDK, workers, c)
+		if err != nil {
+			return cli.WithCode(cli.ExitFailure, fmt.Errorf("benchmark nexmark %s (%s) unbounded: %w", run.query, languageName(run.goSDK), err))
 		}
+		outs = append(outs, out)
 	}
 	if f.format == cli.FormatJSON {
 		return cli.WriteJSON(e.Stdout, outs)
@@ -200,7 +234,7 @@ func writeChangeReport(w io.Writer, outs []bench.ChangeOutcome) error {
 	b.WriteString("nexmark unbounded: queries as jobs of an in-process job service (YAML pipelines; Go: the Go SDK's, a Go program's job),\n" +
 		"Nexmark source rate-limited with wall-clock event times, " +
 		"results to a topic of the embedded broker,\na checkpoint every second. Latency: a result's arrival on the topic less its timestamp\n" +
-		"(the event's time; for a windowed query, q5, q7, q8 or q11, the end of its window).\n")
+		"(the event's time; for a windowed query, q4, q5, q7, q8 or q11, the end of its window; for q6 and q9, the auction's close).\n")
 	for _, o := range outs {
 		name := o.Query
 		if o.Language != "" {
