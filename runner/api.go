@@ -39,6 +39,11 @@ type Options struct {
 	// state, transactional sinks commit only through Commit (not at the end
 	// of the run), and every keyed step's code must implement StateCoder.
 	Checkpoints bool
+	// MaxSinkBuffer bounds what the buffering sinks
+	// (contract.BufferingSink) of a checkpointed execution hold between two
+	// checkpoints, in bytes: above it, the workers read no source until a
+	// checkpoint takes the sinks' buffers. Default DefaultMaxSinkBuffer.
+	MaxSinkBuffer int64
 	// Restore, when set, resumes sources and keyed state from a checkpoint.
 	Restore *contract.Restore
 	// RestoreParts is how many goroutines each worker reads and decodes
@@ -96,6 +101,9 @@ func (o *Options) EnsureDefaults() {
 	if o.BundleSize <= 0 {
 		o.BundleSize = 1024
 	}
+	if o.MaxSinkBuffer <= 0 {
+		o.MaxSinkBuffer = DefaultMaxSinkBuffer
+	}
 	if o.Clock == nil {
 		o.Clock = mtime.WallClock{}
 	}
@@ -103,6 +111,9 @@ func (o *Options) EnsureDefaults() {
 		o.Logger = slog.Default()
 	}
 }
+
+// DefaultMaxSinkBuffer is Options.MaxSinkBuffer's default: 64 MiB.
+const DefaultMaxSinkBuffer = 64 << 20
 
 // Validate reports options that cannot work.
 func (o Options) Validate() error {

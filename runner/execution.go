@@ -41,15 +41,18 @@ func (e *StepError) Error() string {
 func (e *StepError) Unwrap() error { return e.Err }
 
 type run struct {
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	opts    Options
-	prog    *contract.Program
-	steps   []*stepPlan
-	byName  map[string]*stepPlan
-	nroots  int
-	route   RoutingTable
-	workers []*worker
+	// buffering are the sinks whose buffers bound the source reads
+	// (sinksFull); nil without checkpoints.
+	buffering []contract.BufferingSink
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	opts      Options
+	prog      *contract.Program
+	steps     []*stepPlan
+	byName    map[string]*stepPlan
+	nroots    int
+	route     RoutingTable
+	workers   []*worker
 	// idle marks source instances that read no split: receivers do not wait
 	// for their watermark, so a source with fewer splits than workers does
 	// not hold watermarks back (and a TestStream stays deterministic).

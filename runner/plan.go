@@ -253,6 +253,14 @@ func (r *run) senderIDs(roots []int, local bool, worker int) []int {
 }
 
 func (r *run) instantiate() error {
+	if r.opts.Checkpoints {
+		// Without checkpoints a buffering sink empties only at its end.
+		for _, sp := range r.steps {
+			if bs, ok := sp.code.(contract.BufferingSink); ok && sp.step.Kind == graph.KindSink {
+				r.buffering = append(r.buffering, bs)
+			}
+		}
+	}
 	n := r.opts.NumWorkers
 	r.workers = make([]*worker, n)
 	for i := range r.workers {

@@ -109,6 +109,19 @@ type worker struct {
 	restores []func() error
 }
 
+// sinksFull reports whether the run's buffering sinks hold more than
+// Options.MaxSinkBuffer bytes between them.
+func (r *run) sinksFull() bool {
+	if len(r.buffering) == 0 {
+		return false
+	}
+	var n int64
+	for _, s := range r.buffering {
+		n += s.BufferedBytes()
+	}
+	return n > r.opts.MaxSinkBuffer
+}
+
 func (w *worker) loop() error {
 	ctx := w.r.ctx
 	clock := w.r.opts.Clock
@@ -158,7 +171,9 @@ func (w *worker) loop() error {
 			return nil
 		}
 		read, got := false, false
-		if w.inflight.Load() < maxInflight {
+		// A full sink buffer waits for the next checkpoint, whose barrier
+		// (a message) wakes the worker once it emptied the buffer.
+		if w.inflight.Load() < maxInflight && !w.r.sinksFull() {
 			var err error
 			read, got, err = w.readSource()
 			if err != nil {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -89,6 +91,8 @@ func (c *SinkConfig) Validate() error {
 type Sink struct {
 	b   *Broker
 	cfg SinkConfig
+	// buffered is the size of the messages in mu.buf (BufferedBytes).
+	buffered atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -119,6 +123,7 @@ const CutShortAttribute = "weir-pane-cut-short"
 
 var (
 	_ contract.WindowRestrictedSink = (*Sink)(nil)
+	_ contract.BufferingSink        = (*Sink)(nil)
 	_ contract.ReReadingSource      = (*Source)(nil)
 )
 
@@ -163,8 +168,23 @@ func (s *Sink) Write(_ context.Context, worker int, elems []contract.Element) er
 	}
 	s.mu.Lock()
 	s.mu.buf[worker] = append(s.mu.buf[worker], msgs...)
+	s.buffered.Add(msgsSize(msgs))
 	s.mu.Unlock()
 	return nil
+}
+
+// BufferedBytes returns the size of the messages written and not yet
+// taken by a PreCommit (contract.BufferingSink): the sink holds them in
+// memory until then.
+func (s *Sink) BufferedBytes() int64 { return s.buffered.Load() }
+
+// msgsSize is about how many bytes msgs hold.
+func msgsSize(msgs []outMsg) int64 {
+	n := int64(len(msgs)) * int64(unsafe.Sizeof(outMsg{}))
+	for i := range msgs {
+		n += int64(len(msgs[i].data) + len(msgs[i].id))
+	}
+	return n
 }
 
 func (s *Sink) encode(v any) (outMsg, error) {
@@ -213,6 +233,7 @@ func (s *Sink) PreCommit(_ context.Context, worker int, epoch uint64) ([]byte, e
 	s.mu.Lock()
 	msgs := s.mu.buf[worker]
 	delete(s.mu.buf, worker)
+	s.buffered.Add(-msgsSize(msgs))
 	s.mu.Unlock()
 	prefix := s.cfg.ID + "/" + strconv.FormatUint(epoch, 10) + "/" + strconv.Itoa(worker) + "/"
 	return encodePart(msgs, prefix), nil
@@ -247,6 +268,7 @@ func (s *Sink) Close(ctx context.Context) error {
 		all = append(all, msgs...)
 	}
 	clear(s.mu.buf)
+	s.buffered.Store(0)
 	s.mu.Unlock()
 	return s.publish(ctx, all)
 }

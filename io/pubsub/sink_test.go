@@ -185,3 +185,44 @@ func TestSinkCutShortAttribute(t *testing.T) {
 		t.Fatal("a part with unknown flags decoded")
 	}
 }
+
+// TestSinkBufferedBytes: the sink says how much it holds uncommitted
+// (contract.BufferingSink): what Write adds, per worker, until a
+// PreCommit takes that worker's share or Close publishes it all.
+func TestSinkBufferedBytes(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	sink, err := NewSink(b, SinkConfig{Step: "Write", Topic: "buffered", CreateTopic: true, ID: "job-1/Write"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := sink.BufferedBytes(); n != 0 {
+		t.Fatalf("a new sink holds %d bytes, want 0", n)
+	}
+	if err := sink.Write(ctx, 0, rowElems(1, 100)); err != nil {
+		t.Fatal(err)
+	}
+	w0 := sink.BufferedBytes()
+	if w0 < 100*int64(len(`{"kind":"N"}`)) {
+		t.Fatalf("100 messages held in %d bytes: fewer than their payloads", w0)
+	}
+	if err := sink.Write(ctx, 1, rowElems(101, 150)); err != nil {
+		t.Fatal(err)
+	}
+	both := sink.BufferedBytes()
+	if both <= w0 {
+		t.Fatalf("worker 1's 50 messages added nothing: %d then %d bytes", w0, both)
+	}
+	if _, err := sink.PreCommit(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := sink.BufferedBytes(); n != both-w0 {
+		t.Errorf("after worker 0's pre-commit the sink holds %d bytes, want worker 1's %d", n, both-w0)
+	}
+	if err := sink.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := sink.BufferedBytes(); n != 0 {
+		t.Errorf("after Close the sink holds %d bytes, want 0", n)
+	}
+}

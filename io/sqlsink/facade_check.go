@@ -13,6 +13,7 @@ import (
 var (
 	_ contract.FacadeSink           = (*Sink)(nil)
 	_ contract.WindowRestrictedSink = (*Sink)(nil)
+	_ contract.BufferingSink        = (*Sink)(nil)
 )
 
 // FacadeTable names the sink's table (contract.FacadeSink).

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-dev/weir/mtime"
@@ -27,6 +28,9 @@ type Sink struct {
 	cfg    Config
 	schema *row.Schema
 	l      *layout
+	// buffered is about how many bytes the workers' buffers hold
+	// (BufferedBytes): bufferedValueBytes a value.
+	buffered atomic.Int64
 	// progressID is the sink's key in the progress table: Config.SinkID,
 	// plus "@g<generation>" in façade mode.
 	progressID string
@@ -393,11 +397,13 @@ func (s *Sink) write(ctx context.Context, worker int, elems []contract.Element, 
 	}
 	wb.mu.Lock()
 	var flush []any
+	held := len(wb.vals)
 	rejects, err = s.bufferLocked(wb, elems, rejects, reject)
 	if s.cfg.FlushEvery > 0 && len(wb.vals) >= s.cfg.FlushEvery*s.l.nrec {
 		flush = wb.vals
 		wb.vals, wb.seen = nil, nil
 	}
+	s.buffered.Add(int64(len(wb.vals)-held) * bufferedValueBytes)
 	wb.mu.Unlock()
 	if flush != nil {
 		if ferr := s.apply(ctx, []part{{generation: s.cfg.Generation, jobID: s.cfg.JobID, vals: flush}}, 0, false); ferr != nil {
@@ -476,6 +482,15 @@ func (s *Sink) elementID(wb *workerBuf, e *contract.Element, r *row.Row) error {
 	return nil
 }
 
+// bufferedValueBytes is what BufferedBytes counts for a buffered value:
+// its interface and a typical payload (a number, a short string).
+const bufferedValueBytes = 32
+
+// BufferedBytes returns about how many bytes of rows the workers wrote
+// that no PreCommit took yet (contract.BufferingSink): the sink holds them
+// in memory until then.
+func (s *Sink) BufferedBytes() int64 { return s.buffered.Load() }
+
 // PreCommit returns, encoded, the rows worker buffered since its previous
 // PreCommit, and forgets them: the runner stores the part in the checkpoint
 // of epoch and hands it back to Commit. It does no I/O.
@@ -524,6 +539,7 @@ func (s *Sink) PreCommit(_ context.Context, worker int, epoch uint64) ([]byte, e
 		return nil, nil
 	}
 	b := s.l.encodePart(s.cfg.Generation, s.cfg.JobID, vals)
+	s.buffered.Add(-int64(len(wb.vals)) * bufferedValueBytes)
 	clear(wb.vals)
 	wb.vals = wb.vals[:0]
 	s.mu.Lock()
@@ -622,6 +638,7 @@ func (s *Sink) Close(ctx context.Context) error {
 		wb.vals, wb.seen = nil, nil
 		wb.mu.Unlock()
 	}
+	s.buffered.Store(0)
 	if len(rest) > 0 {
 		parts = append(parts, part{generation: s.cfg.Generation, jobID: s.cfg.JobID, vals: rest})
 	}

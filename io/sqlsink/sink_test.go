@@ -779,3 +779,35 @@ func TestValidateKeepsNoConnection(t *testing.T) {
 		}
 	})
 }
+
+// TestBufferedBytes: the sink says how much it holds uncommitted
+// (contract.BufferingSink) from Write to the worker's PreCommit, and
+// nothing after Close.
+func TestBufferedBytes(t *testing.T) {
+	e := newEnv(t, "sqlite")
+	ctx := context.Background()
+	s := e.sink(e.config(ModeAppend), eventSchema)
+	if n := s.BufferedBytes(); n != 0 {
+		t.Fatalf("a new sink holds %d bytes, want 0", n)
+	}
+	must(t, s.Write(ctx, 0, []contract.Element{event("ann", 5, "in.csv", 1), event("bob", 7, "in.csv", 2)}))
+	w0 := s.BufferedBytes()
+	if w0 <= 0 {
+		t.Fatalf("two rows held in %d bytes", w0)
+	}
+	must(t, s.Write(ctx, 1, []contract.Element{event("cid", 1, "in.csv", 3)}))
+	both := s.BufferedBytes()
+	if both != w0+w0/2 {
+		t.Fatalf("worker 1's one row: %d bytes then %d, want half of worker 0's two more", w0, both)
+	}
+	if _, err := s.PreCommit(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.BufferedBytes(); n != both-w0 {
+		t.Errorf("after worker 0's pre-commit the sink holds %d bytes, want worker 1's %d", n, both-w0)
+	}
+	must(t, s.Close(ctx))
+	if n := s.BufferedBytes(); n != 0 {
+		t.Errorf("after Close the sink holds %d bytes, want 0", n)
+	}
+}

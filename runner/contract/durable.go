@@ -54,6 +54,19 @@ type TransactionalSink interface {
 	Commit(ctx context.Context, epoch uint64, parts [][]byte) error
 }
 
+// BufferingSink is a TransactionalSink that holds what it is written in
+// memory until a checkpoint takes it (PreCommit). A checkpointed execution
+// reads no source while its buffering sinks hold more than
+// Options.MaxSinkBuffer bytes in all, until the next checkpoint empties
+// them: a sink whose commits are slower than the input then slows the
+// input down, instead of holding ever more of it.
+type BufferingSink interface {
+	// BufferedBytes returns about how many bytes the sink holds that no
+	// PreCommit took yet. It is called from worker goroutines, often:
+	// keep it to an atomic load.
+	BufferedBytes() int64
+}
+
 // FinalPreCommitter is a TransactionalSink that wants to know which
 // pre-commit is a worker's final share (everything it will ever get has
 // arrived: a bounded input's end, a drain): the executor calls
