@@ -109,7 +109,12 @@ type ChangeOutcome struct {
 	DurationSeconds     float64 `json:"duration_s"`
 	// EventsPerSecond is the median of the samples.
 	EventsPerSecond float64 `json:"events_per_second"`
-	Results         int64   `json:"results"`
+	// SustainedEventsPerSecond is the events read over the samples of the
+	// run's second half, per second: what the job kept up. A job that
+	// reads in bursts (its sinks' buffers full, it waits for a
+	// checkpoint) has a median above it.
+	SustainedEventsPerSecond float64 `json:"sustained_events_per_second"`
+	Results                  int64   `json:"results"`
 	// LatencyP50Millis and LatencyP99Millis are over the whole run.
 	LatencyP50Millis float64            `json:"latency_p50_ms"`
 	LatencyP99Millis float64            `json:"latency_p99_ms"`
@@ -128,6 +133,7 @@ func (r *changeRun) report(out *ChangeOutcome, end time.Duration) {
 		rates[i] = s.EventsPerSecond
 	}
 	out.EventsPerSecond = Percentile(rates, 50)
+	out.SustainedEventsPerSecond = sustained(r.samples)
 	out.LatencyP50Millis, out.LatencyP99Millis = r.latencies(0, end)
 	span := r.cfg.Duration / time.Duration(2*(len(out.Changes)+1))
 	gen := 1
@@ -164,6 +170,24 @@ func (r *changeRun) report(out *ChangeOutcome, end time.Duration) {
 			}
 		}
 	}
+}
+
+// sustained returns the events read per second over the second half of
+// samples (each sample's rate over the time since the one before).
+func sustained(samples []ThroughputSample) float64 {
+	if len(samples) < 2 {
+		return 0
+	}
+	half := samples[len(samples)/2-1:]
+	var events float64
+	for i := 1; i < len(half); i++ {
+		events += half[i].EventsPerSecond * (half[i].AtSeconds - half[i-1].AtSeconds)
+	}
+	secs := half[len(half)-1].AtSeconds - half[0].AtSeconds
+	if secs <= 0 {
+		return 0
+	}
+	return events / secs
 }
 
 // rates returns the throughput of the samples that end in (from, to].

@@ -136,3 +136,33 @@ func TestDipAndBacklog(t *testing.T) {
 		})
 	}
 }
+
+// TestSustained: the events read over the second half of the samples, per
+// second; bursts between stalls count at their average, not their rate.
+func TestSustained(t *testing.T) {
+	steady := []ThroughputSample{{AtSeconds: 0.1, EventsPerSecond: 100}, {AtSeconds: 0.2, EventsPerSecond: 100},
+		{AtSeconds: 0.3, EventsPerSecond: 100}, {AtSeconds: 0.4, EventsPerSecond: 100}}
+	var bursts []ThroughputSample
+	for i := range 24 {
+		rate := 0.0
+		if i%4 == 0 {
+			rate = 1000 // one sample in four reads, at 1,000 a second
+		}
+		bursts = append(bursts, ThroughputSample{AtSeconds: float64(i+1) / 10, EventsPerSecond: rate})
+	}
+	for _, tc := range []struct {
+		name    string
+		samples []ThroughputSample
+		want    float64
+	}{
+		{"none", nil, 0},
+		{"one", steady[:1], 0},
+		{"steady", steady, 100},
+		{"bursts", bursts, 250},
+	} {
+		got := sustained(tc.samples)
+		if d := got - tc.want; d > 1e-9 || d < -1e-9 {
+			t.Errorf("%s: %g events/s, want %g", tc.name, got, tc.want)
+		}
+	}
+}
