@@ -225,6 +225,9 @@ func runNexmarkChangeOnce(ctx context.Context, q string, goSDK bool, workers int
 		// whose sinks hold its input back reads in bursts at a higher
 		// rate, which the median of the samples would take.
 		maxRate = m.SustainedEventsPerSecond
+		if maxRate < 1 {
+			return bench.ChangeOutcome{}, fmt.Errorf("the job read nothing over the second half of its %s unthrottled (its sinks held it back, waiting for a checkpoint to commit, longer than that): give --max-rate, or a longer --measure-duration", c.measureFor)
+		}
 	}
 	out, err := run(representableRate(c.rateFraction*maxRate), c.duration, c.changes)
 	out.MaxRate, out.RateFraction, out.MaxRateFrom = maxRate, c.rateFraction, from
