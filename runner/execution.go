@@ -42,17 +42,21 @@ func (e *StepError) Unwrap() error { return e.Err }
 
 type run struct {
 	// buffering are the sinks whose buffers bound the source reads
-	// (sinksFull); nil without checkpoints.
-	buffering []contract.BufferingSink
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	opts      Options
-	prog      *contract.Program
-	steps     []*stepPlan
-	byName    map[string]*stepPlan
-	nroots    int
-	route     RoutingTable
-	workers   []*worker
+	// (sinksFull); nil without checkpoints. sinksFullWarned says the run
+	// logged that its sources wait for them, and sinksFullNext
+	// (mtime.Time) when it may log it again.
+	buffering       []contract.BufferingSink
+	sinksFullWarned atomic.Bool
+	sinksFullNext   atomic.Int64
+	ctx             context.Context
+	cancel          context.CancelCauseFunc
+	opts            Options
+	prog            *contract.Program
+	steps           []*stepPlan
+	byName          map[string]*stepPlan
+	nroots          int
+	route           RoutingTable
+	workers         []*worker
 	// idle marks source instances that read no split: receivers do not wait
 	// for their watermark, so a source with fewer splits than workers does
 	// not hold watermarks back (and a TestStream stays deterministic).

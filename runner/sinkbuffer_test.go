@@ -1,10 +1,17 @@
 package runner_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/weir-dev/weir/mtime"
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/runner"
@@ -60,7 +67,11 @@ func TestSinkBufferHoldsTheSources(t *testing.T) {
 	s := p.Root()
 	in := weir.Read[kv](s, "Seq", src, true)
 	weir.Write(s, "Out", in, contract.Sink(sink))
-	x, err := runner.Start(context.Background(), p.Program(), runner.Options{Checkpoints: true, MaxSinkBuffer: limit, BundleSize: bundle})
+	var logs bytes.Buffer
+	var logsMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&logsMu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	x, err := runner.Start(context.Background(), p.Program(), runner.Options{Checkpoints: true, MaxSinkBuffer: limit, BundleSize: bundle,
+		Clock: mtime.NewManualClock(0), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,4 +102,22 @@ func TestSinkBufferHoldsTheSources(t *testing.T) {
 		// buffer passes the bound again (the next round's signal).
 		makeDurable(t, x, store, cp)
 	}
+	// The wait is logged once a minute at most: the clock stood still.
+	logsMu.Lock()
+	defer logsMu.Unlock()
+	if n := strings.Count(logs.String(), "the sources wait"); n != 1 {
+		t.Errorf("the wait was logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// lockedWriter writes to w under mu.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -119,7 +119,29 @@ func (r *run) sinksFull() bool {
 	for _, s := range r.buffering {
 		n += s.BufferedBytes()
 	}
-	return n > r.opts.MaxSinkBuffer
+	if n <= r.opts.MaxSinkBuffer {
+		return false
+	}
+	r.warnSinksFull(n)
+	return true
+}
+
+// sinksFullWarnEvery is how often, at most, a run logs that its sources
+// wait for its sinks.
+const sinksFullWarnEvery = mtime.Minute
+
+// warnSinksFull logs, at most once every sinksFullWarnEvery, that the
+// sources wait because the sinks hold held bytes: the sinks commit slower
+// than the input comes.
+func (r *run) warnSinksFull(held int64) {
+	now := r.opts.Clock.Now()
+	next := r.sinksFullNext.Load()
+	if r.sinksFullWarned.Load() && now.Before(mtime.Time(next)) || !r.sinksFullNext.CompareAndSwap(next, int64(now.Add(sinksFullWarnEvery))) {
+		return
+	}
+	r.sinksFullWarned.Store(true)
+	r.opts.Logger.Warn("the sources wait: the sinks hold more than they may between two checkpoints, and commit slower than the input comes",
+		"held_bytes", held, "max_bytes", r.opts.MaxSinkBuffer)
 }
 
 func (w *worker) loop() error {

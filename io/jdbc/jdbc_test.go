@@ -232,3 +232,33 @@ func TestInitSQLOnEveryConnection(t *testing.T) {
 		}
 	})
 }
+
+// TestSinkBufferedBytes: the sink says how much it holds uncommitted
+// (contract.BufferingSink) from Write to the worker's PreCommit. It needs
+// no database: rows wait in memory until a commit.
+func TestSinkBufferedBytes(t *testing.T) {
+	ctx := context.Background()
+	s, err := NewSink(SinkConfig{Target: Target{Type: Postgres, Driver: "pgx", DSN: "postgres://nowhere.invalid/db", Host: "nowhere.invalid"}, Table: "t", SinkID: "t/job/Write"}, testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.BufferedBytes(); n != 0 {
+		t.Fatalf("a new sink holds %d bytes, want 0", n)
+	}
+	if err := s.Write(ctx, 0, []contract.Element{testRow("NORTH", 4), testRow("WEST", 7)}); err != nil {
+		t.Fatal(err)
+	}
+	w0 := s.BufferedBytes()
+	if err := s.Write(ctx, 1, []contract.Element{testRow("SOUTH", 10)}); err != nil {
+		t.Fatal(err)
+	}
+	if both := s.BufferedBytes(); w0 <= 0 || both != w0+w0/2 {
+		t.Fatalf("two rows held in %d bytes, three in %d: want a positive size per row", w0, both)
+	}
+	if _, err := s.PreCommit(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.BufferedBytes(); n != w0/2 {
+		t.Errorf("after worker 0's pre-commit the sink holds %d bytes, want worker 1's %d", n, w0/2)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-dev/weir/mtime"
@@ -47,7 +48,22 @@ type Sink struct {
 	bufs     map[int]*workerBuf
 	sawEpoch bool
 	closed   bool
+
+	// buffered is about how many bytes the workers' buffers hold
+	// (BufferedBytes).
+	buffered atomic.Int64
 }
+
+var _ contract.BufferingSink = (*Sink)(nil)
+
+// rowBytes is what BufferedBytes counts for a buffered row of n values:
+// its slice and, per value, its interface and a typical payload.
+func rowBytes(n int) int64 { return int64(24 + 32*n) }
+
+// BufferedBytes returns about how many bytes of rows the workers wrote
+// that no PreCommit took yet (contract.BufferingSink): the sink holds them
+// in memory until then.
+func (s *Sink) BufferedBytes() int64 { return s.buffered.Load() }
 
 type workerBuf struct {
 	mu   sync.Mutex
@@ -226,6 +242,7 @@ func (s *Sink) Write(ctx context.Context, worker int, elems []contract.Element) 
 			vals[j] = v
 		}
 		b.rows = append(b.rows, vals)
+		s.buffered.Add(rowBytes(len(vals)))
 	}
 	return nil
 }
@@ -243,6 +260,7 @@ func (s *Sink) PreCommit(ctx context.Context, worker int, epoch uint64) ([]byte,
 	b.mu.Lock()
 	rows := b.rows
 	b.rows = nil
+	s.buffered.Add(-int64(len(rows)) * rowBytes(len(s.schema.Fields)))
 	b.mu.Unlock()
 	return encodeRows(rows), nil
 }
@@ -366,6 +384,7 @@ func (s *Sink) Close(ctx context.Context) error {
 			b.rows = nil
 			b.mu.Unlock()
 		}
+		s.buffered.Store(0)
 		if len(rows) > 0 {
 			if err := s.prepareLocked(ctx); err != nil {
 				errs = append(errs, err)
