@@ -142,10 +142,11 @@ type changeRun struct {
 	req   service.SubmitRequest
 	start time.Time
 	gen   int
-	// broker and svcOpts are what a Go job's service is opened again
-	// with at an update (ChangeConfig.SDK).
-	broker  *pubsub.Broker
-	svcOpts service.Options
+	// broker, svcOpts and sdkQuery are what a Go job's service is opened
+	// again with at an update (ChangeConfig.SDK).
+	broker   *pubsub.Broker
+	svcOpts  service.Options
+	sdkQuery nexmark.Query
 
 	svcMu sync.Mutex // guards svc; a leaf
 	svc   *service.Service
@@ -186,8 +187,8 @@ func RunNexmarkChange(ctx context.Context, cfg ChangeConfig) (ChangeOutcome, err
 	var sdkQuery nexmark.Query
 	if cfg.SDK {
 		out.Language = "go"
-		if err := checkSDKWindows(cfg.WindowSize, cfg.WindowPeriod); err != nil {
-			return out, err
+		if err := CheckSDKWindows(cfg.WindowSize, cfg.WindowPeriod); err != nil {
+			return out, fmt.Errorf("change bench: %w", err)
 		}
 		q, err := changeSDKQuery(cfg.Query)
 		if err != nil {
@@ -208,7 +209,7 @@ func RunNexmarkChange(ctx context.Context, cfg ChangeConfig) (ChangeOutcome, err
 		return out, err
 	}
 	defer stopBroker()
-	r := &changeRun{cfg: cfg, gen: 1, broker: b, svcOpts: service.Options{DataDir: filepath.Join(cfg.Dir, "data"), Logger: logger, Broker: b,
+	r := &changeRun{cfg: cfg, gen: 1, broker: b, sdkQuery: sdkQuery, svcOpts: service.Options{DataDir: filepath.Join(cfg.Dir, "data"), Logger: logger, Broker: b,
 		CheckpointInterval: cfg.CheckpointInterval}}
 	unsubscribe, err := r.subscribe(b)
 	if err != nil {
@@ -437,11 +438,7 @@ func (r *changeRun) service() *service.Service {
 // process exits; a service opened with the build's loader then replaces
 // the job (StartProgram with Update). The build tags its results r.gen.
 func (r *changeRun) updateProgram(ctx context.Context, c ChangeResult, begin time.Time) (ChangeResult, error) {
-	q, err := changeSDKQuery(r.cfg.Query)
-	if err != nil {
-		return c, err
-	}
-	load := changeSDKLoader(q, r.broker, int64(r.cfg.Rate), r.gen, r.cfg.WindowSize, r.cfg.WindowPeriod)
+	load := changeSDKLoader(r.sdkQuery, r.broker, int64(r.cfg.Rate), r.gen, r.cfg.WindowSize, r.cfg.WindowPeriod)
 	p, err := load(weir.JobInfo{Name: changeJob})
 	if err != nil {
 		return c, err

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/weir-dev/weir"
@@ -39,12 +40,8 @@ func ChangeSDKQueries() []string {
 // changeSDKQuery returns the Go query named q, or an error when an
 // unbounded run cannot run it.
 func changeSDKQuery(q string) (nexmark.Query, error) {
-	ok := false
-	for _, have := range ChangeSDKQueries() {
-		ok = ok || have == q
-	}
 	qs, err := nexmark.LookupQueries(q)
-	if err != nil || !ok {
+	if err != nil || !slices.Contains(ChangeSDKQueries(), q) {
 		return nexmark.Query{}, fmt.Errorf("change bench: the Go query %s does not emit while its input is unbounded; the unbounded runs take %v", q, ChangeSDKQueries())
 	}
 	return qs[0], nil
@@ -63,11 +60,11 @@ func changeSDKConfig(rate int64, size, period time.Duration) nexmark.Config {
 	return cfg
 }
 
-// checkSDKWindows reports windows the Go queries cannot have: package
-// nexmark sizes them in whole seconds.
-func checkSDKWindows(size, period time.Duration) error {
+// CheckSDKWindows reports windows of size and period that the Go queries
+// cannot have: package nexmark sizes them in whole seconds.
+func CheckSDKWindows(size, period time.Duration) error {
 	if size < time.Second || size%time.Second != 0 || period < time.Second || period%time.Second != 0 {
-		return fmt.Errorf("change bench: the Go queries' windows are whole seconds; got %s every %s", size, period)
+		return fmt.Errorf("the Go queries' windows are whole seconds, not %s every %s", size, period)
 	}
 	return nil
 }

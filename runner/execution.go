@@ -42,21 +42,20 @@ func (e *StepError) Unwrap() error { return e.Err }
 
 type run struct {
 	// buffering are the sinks whose buffers bound the source reads
-	// (sinksFull); nil without checkpoints. sinksFullWarned says the run
-	// logged that its sources wait for them, and sinksFullNext
-	// (mtime.Time) when it may log it again.
-	buffering       []contract.BufferingSink
-	sinksFullWarned atomic.Bool
-	sinksFullNext   atomic.Int64
-	ctx             context.Context
-	cancel          context.CancelCauseFunc
-	opts            Options
-	prog            *contract.Program
-	steps           []*stepPlan
-	byName          map[string]*stepPlan
-	nroots          int
-	route           RoutingTable
-	workers         []*worker
+	// (sinksFull); nil without checkpoints. sinksFullNext is when the run
+	// may next log that its sources wait for them (an mtime.Time; from
+	// the start, mtime.MinTimestamp).
+	buffering     []contract.BufferingSink
+	sinksFullNext atomic.Int64
+	ctx           context.Context
+	cancel        context.CancelCauseFunc
+	opts          Options
+	prog          *contract.Program
+	steps         []*stepPlan
+	byName        map[string]*stepPlan
+	nroots        int
+	route         RoutingTable
+	workers       []*worker
 	// idle marks source instances that read no split: receivers do not wait
 	// for their watermark, so a source with fewer splits than workers does
 	// not hold watermarks back (and a TestStream stays deterministic).
@@ -114,6 +113,7 @@ func Start(ctx context.Context, prog *contract.Program, opts Options) (*Executio
 		return nil, err
 	}
 	r := &run{opts: opts, prog: prog, byName: map[string]*stepPlan{}, idle: map[int]bool{}, coord: newCoordinator()}
+	r.sinksFullNext.Store(int64(mtime.MinTimestamp))
 	if opts.Restore != nil {
 		r.epoch.Store(opts.Restore.Epoch)
 	}

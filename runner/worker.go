@@ -136,10 +136,9 @@ const sinksFullWarnEvery = mtime.Minute
 func (r *run) warnSinksFull(held int64) {
 	now := r.opts.Clock.Now()
 	next := r.sinksFullNext.Load()
-	if r.sinksFullWarned.Load() && now.Before(mtime.Time(next)) || !r.sinksFullNext.CompareAndSwap(next, int64(now.Add(sinksFullWarnEvery))) {
+	if now.Before(mtime.Time(next)) || !r.sinksFullNext.CompareAndSwap(next, int64(now.Add(sinksFullWarnEvery))) {
 		return
 	}
-	r.sinksFullWarned.Store(true)
 	r.opts.Logger.Warn("the sources wait: the sinks hold more than they may between two checkpoints, and commit slower than the input comes",
 		"held_bytes", held, "max_bytes", r.opts.MaxSinkBuffer)
 }

@@ -164,9 +164,6 @@ func runNexmarkUnbounded(ctx context.Context, e *cli.Env, f nexmarkFlags) error 
 		case "yaml":
 			sdk = append(sdk, false)
 		case "go":
-			if c.windowSize%time.Second != 0 || c.windowPeriod%time.Second != 0 {
-				return cli.UsageErrorf("--language go: the Go queries' windows are whole seconds, not --window %s every --window-period %s", c.windowSize, c.windowPeriod)
-			}
 			sdk = append(sdk, true)
 		default:
 			return cli.UsageErrorf("--language: unknown language %q (want yaml or go)", l)
@@ -183,6 +180,11 @@ func runNexmarkUnbounded(ctx context.Context, e *cli.Env, f nexmarkFlags) error 
 		return cli.UsageErrorf("--max-rate must be positive and needs a single query (its rate in every --language)")
 	case c.duration <= 0 || c.sample <= 0 || c.windowSize <= 0 || c.windowPeriod <= 0 || c.measureFor <= 0:
 		return cli.UsageErrorf("--duration, --sample, --window, --window-period and --measure-duration must be positive")
+	}
+	if slices.Contains(sdk, true) {
+		if err := bench.CheckSDKWindows(c.windowSize, c.windowPeriod); err != nil {
+			return cli.UsageErrorf("--language go: --window and --window-period: %w", err)
+		}
 	}
 	workers := 1
 	if len(f.workers) > 0 {
