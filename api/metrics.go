@@ -36,6 +36,8 @@ const (
 	mJobBacklogBytes
 	mJobBacklogTime
 	mJobDeadLetters
+	mJobSinkWait
+	mJobSinkBuffered
 	mStepIn
 	mStepProduced
 	mStepRejects
@@ -79,14 +81,18 @@ var metricDefs = []MetricDef{
 	mJobBacklogBytes: {"weir_job_backlog_bytes", "gauge", jobLabels, "Estimated size of the unread elements of the job's sources that report one."},
 	mJobBacklogTime:  {"weir_job_estimated_backlog_processing_time_seconds", "gauge", jobLabels, "Backlog elements divided by the sources' current throughput: the time to read the backlog at the current rate (+Inf while nothing is read)."},
 	mJobDeadLetters:  {"weir_job_dead_letters_total", "counter", jobLabels, "Rejects of steps without an error output sent to the dead-letter topic (or counted)."},
-	mStepIn:          {"weir_step_elements_in_total", "counter", stepLabels, "Elements the step consumed."},
-	mStepProduced:    {"weir_step_elements_produced_total", "counter", stepLabels, "Elements the step produced (Dataflow's ElementCount of the step's output)."},
-	mStepRejects:     {"weir_step_rejects_total", "counter", stepLabels, "Elements the step rejected."},
-	mStepDropped:     {"weir_step_dropped_late_elements_total", "counter", stepLabels, "Elements dropped because they were later than the allowed lateness."},
-	mStepWatermark:   {"weir_step_watermark_timestamp_seconds", "gauge", stepLabels, "Output watermark of the step, in seconds since the Unix epoch (finite watermarks only)."},
-	mStepWMAge:       {"weir_step_data_watermark_age_seconds", "gauge", stepLabels, "Now minus the step's output watermark."},
-	mStepSystemLag:   {"weir_step_system_lag_seconds", "gauge", stepLabels, "Approximately the longest time an element has been waiting for the step."},
-	mStepBacklog:     {"weir_step_backlog_elements", "gauge", stepLabels, "Unread elements of a source step, when it reports them."},
+	mJobSinkWait: {"weir_job_sink_wait_seconds_total", "counter", jobLabels,
+		"Time the job's sources waited for its sinks, summed over its workers, since the execution started: its buffering sinks held more than the server's --max-sink-buffer, so it read nothing until a checkpoint committed them."},
+	mJobSinkBuffered: {"weir_job_sink_buffered_bytes", "gauge", jobLabels,
+		"What the job's buffering sinks (Pub/Sub, SQL, JDBC, Iceberg) hold now, to be committed by the next checkpoint; only for jobs with one."},
+	mStepIn:        {"weir_step_elements_in_total", "counter", stepLabels, "Elements the step consumed."},
+	mStepProduced:  {"weir_step_elements_produced_total", "counter", stepLabels, "Elements the step produced (Dataflow's ElementCount of the step's output)."},
+	mStepRejects:   {"weir_step_rejects_total", "counter", stepLabels, "Elements the step rejected."},
+	mStepDropped:   {"weir_step_dropped_late_elements_total", "counter", stepLabels, "Elements dropped because they were later than the allowed lateness."},
+	mStepWatermark: {"weir_step_watermark_timestamp_seconds", "gauge", stepLabels, "Output watermark of the step, in seconds since the Unix epoch (finite watermarks only)."},
+	mStepWMAge:     {"weir_step_data_watermark_age_seconds", "gauge", stepLabels, "Now minus the step's output watermark."},
+	mStepSystemLag: {"weir_step_system_lag_seconds", "gauge", stepLabels, "Approximately the longest time an element has been waiting for the step."},
+	mStepBacklog:   {"weir_step_backlog_elements", "gauge", stepLabels, "Unread elements of a source step, when it reports them."},
 	mStepTimersPending: {"weir_step_timers_pending", "gauge", stepLabels,
 		"Timers set and not yet fired, of keyed steps (Dataflow's timers pending)."},
 	mStepKeys: {"weir_step_keys", "gauge", stepLabels,
@@ -233,6 +239,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(mJobBacklogBytes, float64(*m.BacklogBytes), j.ID, j.Name)
 		}
 		counter(mJobDeadLetters, m.DeadLetters, j.ID, j.Name)
+		ch <- prometheus.MustNewConstMetric(c.descs[mJobSinkWait], prometheus.CounterValue, m.SinkWaitSeconds, j.ID, j.Name)
+		if m.SinkBufferedBytes != nil {
+			gauge(mJobSinkBuffered, float64(*m.SinkBufferedBytes), j.ID, j.Name)
+		}
 		for _, st := range m.Steps {
 			l := []string{j.ID, j.Name, st.Name}
 			collectCatchUp(gauge, st, l)

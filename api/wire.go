@@ -376,6 +376,8 @@ func wireJobMetrics(in record.JobMetrics) client.JobMetrics {
 		BacklogBytes:                          in.BacklogBytes,
 		EstimatedBacklogProcessingTimeSeconds: in.EstimatedBacklogProcessingTimeSeconds,
 		DeadLetters:                           in.DeadLetters,
+		SinkWaitSeconds:                       in.SinkWaitSeconds,
+		SinkBufferedBytes:                     in.SinkBufferedBytes,
 		Steps:                                 wireSlice(in.Steps, wireStepMetrics),
 	}
 }

@@ -377,7 +377,7 @@ func TestWireConstants(t *testing.T) {
 	events := []client.EventType{client.EventStateChanged, client.EventConditionChanged, client.EventCheckpointFailed,
 		client.EventDeadLetter, client.EventUpdateRefused, client.EventUpdateValidated, client.EventUpdateSucceeded,
 		client.EventUpdateFailed, client.EventRescaleSucceeded, client.EventRescaleFailed, client.EventAutoscaled, client.EventReplacementPhase, client.EventParityGate,
-		client.EventSnapshotCreated, client.EventSnapshotFailed, client.EventRecovered, client.EventCatchUpExpired, client.EventLog, client.EventTableMerged}
+		client.EventSnapshotCreated, client.EventSnapshotFailed, client.EventRecovered, client.EventCatchUpExpired, client.EventLog, client.EventTableMerged, client.EventSinkBackpressure}
 	var svcEvents []client.EventType
 	for _, e := range record.EventTypes() {
 		svcEvents = append(svcEvents, client.EventType(e.Type))

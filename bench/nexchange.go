@@ -276,6 +276,13 @@ func RunNexmarkChange(ctx context.Context, cfg ChangeConfig) (ChangeOutcome, err
 	stopSampling()
 	<-sampled
 	end := time.Since(r.start)
+	if p, ok := r.service().ElementsRead(changeJob); ok {
+		if m, err := r.service().Metrics(changeJob); err == nil {
+			if age := time.Since(p.Started).Seconds(); age > 0 {
+				out.SinkWaitShare = m.SinkWaitSeconds / age
+			}
+		}
+	}
 	if _, err := r.service().Cancel(ctx, changeJob); err != nil {
 		return out, fmt.Errorf("cancelling the job: %w", err)
 	}

@@ -115,6 +115,12 @@ type ChangeOutcome struct {
 	// checkpoint) has a median above it.
 	SustainedEventsPerSecond float64 `json:"sustained_events_per_second"`
 	Results                  int64   `json:"results"`
+	// SinkWaitShare is the share of its time the job's last execution
+	// (the one live at the end) held its sources back because its sinks
+	// held more than they may between two checkpoints, summed over its
+	// workers (the job's sink_wait_seconds over the execution's age): near
+	// 1, the job read as fast as its sink committed, and no faster.
+	SinkWaitShare float64 `json:"sink_wait_share"`
 	// LatencyP50Millis and LatencyP99Millis are over the whole run.
 	LatencyP50Millis float64            `json:"latency_p50_ms"`
 	LatencyP99Millis float64            `json:"latency_p99_ms"`

@@ -276,8 +276,16 @@ type JobMetrics struct {
 	// nothing although a backlog waits (infinite; Prometheus exports +Inf).
 	EstimatedBacklogProcessingTimeSeconds *float64 `json:"estimated_backlog_processing_time_seconds,omitempty"`
 	// DeadLetters counts rejects sent to the dead-letter topic (or counted).
-	DeadLetters int64         `json:"dead_letters"`
-	Steps       []StepMetrics `json:"steps"`
+	DeadLetters int64 `json:"dead_letters"`
+	// SinkWaitSeconds is the time the job's sources waited for its sinks
+	// since the execution started, summed over its workers: its buffering
+	// sinks held more than the server's --max-sink-buffer, so it read
+	// nothing until a checkpoint committed what they held.
+	SinkWaitSeconds float64 `json:"sink_wait_seconds"`
+	// SinkBufferedBytes is what the job's buffering sinks hold now, to be
+	// committed by the next checkpoint; absent for a job without one.
+	SinkBufferedBytes *int64        `json:"sink_buffered_bytes,omitempty"`
+	Steps             []StepMetrics `json:"steps"`
 }
 
 // StepMetrics are the metrics of one step.
@@ -411,6 +419,7 @@ const (
 	EventCatchUpExpired   EventType = "catch_up_expired"
 	EventLog              EventType = "log"
 	EventTableMerged      EventType = "table_merged"
+	EventSinkBackpressure EventType = "sink_backpressure"
 )
 
 // Severity is how much an event matters: info, warning or error.

@@ -163,6 +163,16 @@ type Result struct {
 	// autoscaler's utilisation).
 	Workers   int
 	IdleNanos int64
+	// SinkWaitMillis is the time (ms of the run's clock) the workers held
+	// their sources back since the execution started because its
+	// buffering sinks held more than Options.MaxSinkBuffer, summed over
+	// the workers: the job read no faster than its sinks committed.
+	SinkWaitMillis int64
+	// BufferingSinks reports whether the execution bounds its reads by its
+	// sinks' buffers (a checkpointed execution with a
+	// contract.BufferingSink); SinkBufferedBytes is what they hold now.
+	BufferingSinks    bool
+	SinkBufferedBytes int64
 }
 
 // Step returns the metrics of a step by name.

@@ -267,8 +267,16 @@ func (r *run) result() *Result {
 	}
 	sort.Slice(res.Steps, func(i, j int) bool { return res.Steps[i].Name < res.Steps[j].Name })
 	res.Workers = len(r.workers)
+	now := r.opts.Clock.Now()
 	for _, w := range r.workers {
 		res.IdleNanos += w.idle.Load()
+		res.SinkWaitMillis += w.sinkWaited(now)
+	}
+	if len(r.buffering) > 0 {
+		res.BufferingSinks = true
+		for _, s := range r.buffering {
+			res.SinkBufferedBytes += s.BufferedBytes()
+		}
 	}
 	return res
 }

@@ -264,7 +264,7 @@ func (r *run) instantiate() error {
 	n := r.opts.NumWorkers
 	r.workers = make([]*worker, n)
 	for i := range r.workers {
-		r.workers[i] = &worker{id: i, r: r, nodes: make([]node, len(r.steps))}
+		r.workers[i] = &worker{id: i, r: r, nodes: make([]node, len(r.steps)), sinkWaitFrom: noSinkWait}
 		r.workers[i].inbox.notify = make(chan struct{}, 1)
 	}
 	for _, sp := range r.steps {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"io"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,8 +71,9 @@ func TestSinkBufferHoldsTheSources(t *testing.T) {
 	var logs bytes.Buffer
 	var logsMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&logsMu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	clock := mtime.NewManualClock(0)
 	x, err := runner.Start(context.Background(), p.Program(), runner.Options{Checkpoints: true, MaxSinkBuffer: limit, BundleSize: bundle,
-		Clock: mtime.NewManualClock(0), Logger: logger})
+		Clock: clock, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +83,28 @@ func TestSinkBufferHoldsTheSources(t *testing.T) {
 	}()
 	store := &memStore{}
 	last := 0
+	var waited int64
 	for round := 1; round <= 3; round++ {
 		<-sink.full
+		// The wait is counted in the run's clock: a second passes while
+		// the source is held back (the worker starts its wait on its
+		// own; advance until it has).
+		for i := 0; ; i++ {
+			clock.Advance(mtime.Second)
+			res := x.Metrics()
+			if res.SinkWaitMillis-waited >= 1000 {
+				break
+			}
+			if i == 10_000 {
+				t.Fatalf("round %d: the wait for the sink was not counted: %d ms in all", round, res.SinkWaitMillis)
+			}
+			runtime.Gosched()
+		}
+		res := x.Metrics()
+		if !res.BufferingSinks || res.SinkBufferedBytes <= limit {
+			t.Errorf("round %d: buffering %v, %d bytes held: want the sink's bytes, above %d", round, res.BufferingSinks, res.SinkBufferedBytes, limit)
+		}
+		waited = res.SinkWaitMillis
 		cp, err := x.Checkpoint(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +124,8 @@ func TestSinkBufferHoldsTheSources(t *testing.T) {
 		// buffer passes the bound again (the next round's signal).
 		makeDurable(t, x, store, cp)
 	}
-	// The wait is logged once a minute at most: the clock stood still.
+	// The wait is logged once a minute at most: the three rounds' waits
+	// took a few seconds of the clock.
 	logsMu.Lock()
 	defer logsMu.Unlock()
 	if n := strings.Count(logs.String(), "the sources wait"); n != 1 {

@@ -107,6 +107,72 @@ type worker struct {
 	// (queued by keyed.enableCheckpoints, run and cleared by
 	// run.restoreState before the worker's loop starts).
 	restores []func() error
+	// sinkMu guards sinkWait and sinkWaitFrom, written by the worker's
+	// goroutine as a wait begins and ends and read by Execution.Metrics.
+	// A leaf.
+	sinkMu sync.Mutex
+	// sinkWait is the time (ms of the run's clock) the worker held its
+	// sources back for the sinks (sinksFull) in waits that ended;
+	// sinkWaitFrom is when the wait under way began, noSinkWait when none.
+	sinkWait     int64
+	sinkWaitFrom int64
+	// waitingForSinks is whether a wait is under way, for the worker's
+	// goroutine alone.
+	waitingForSinks bool
+}
+
+// noSinkWait is worker.sinkWaitFrom while the worker's sources do not
+// wait for the sinks.
+const noSinkWait = int64(mtime.MinTimestamp)
+
+// holdForSinks records that the worker does not read its sources because
+// the sinks are full: a wait begins unless one is under way.
+func (w *worker) holdForSinks() {
+	if !w.reading() {
+		return
+	}
+	w.sinkMu.Lock() // a leaf
+	if w.sinkWaitFrom == noSinkWait {
+		w.sinkWaitFrom = int64(w.r.opts.Clock.Now())
+	}
+	w.sinkMu.Unlock()
+	w.waitingForSinks = true
+}
+
+// releaseFromSinks ends the worker's wait for the sinks, if one is under
+// way, adding its time to sinkWait. waiting, read without the lock (only
+// this goroutine writes it), keeps the common case to one load.
+func (w *worker) releaseFromSinks() {
+	if !w.waitingForSinks {
+		return
+	}
+	w.sinkMu.Lock() // a leaf
+	w.sinkWait += max(0, int64(w.r.opts.Clock.Now())-w.sinkWaitFrom)
+	w.sinkWaitFrom = noSinkWait
+	w.sinkMu.Unlock()
+	w.waitingForSinks = false
+}
+
+// sinkWaited returns the time (ms) the worker held its sources back for
+// the sinks by now, the wait under way included.
+func (w *worker) sinkWaited(now mtime.Time) int64 {
+	w.sinkMu.Lock() // a leaf
+	defer w.sinkMu.Unlock()
+	d := w.sinkWait
+	if w.sinkWaitFrom != noSinkWait {
+		d += max(0, int64(now)-w.sinkWaitFrom)
+	}
+	return d
+}
+
+// reading reports whether one of the worker's sources has not ended.
+func (w *worker) reading() bool {
+	for _, s := range w.sources {
+		if !s.done {
+			return true
+		}
+	}
+	return false
 }
 
 // sinksFull reports whether the run's buffering sinks hold more than
@@ -194,11 +260,16 @@ func (w *worker) loop() error {
 		read, got := false, false
 		// A full sink buffer waits for the next checkpoint, whose barrier
 		// (a message) wakes the worker once it emptied the buffer.
-		if w.inflight.Load() < maxInflight && !w.r.sinksFull() {
-			var err error
-			read, got, err = w.readSource()
-			if err != nil {
-				return err
+		if w.inflight.Load() < maxInflight {
+			if w.r.sinksFull() {
+				w.holdForSinks()
+			} else {
+				w.releaseFromSinks()
+				var err error
+				read, got, err = w.readSource()
+				if err != nil {
+					return err
+				}
 			}
 		}
 		encoded := w.encodeSnapshots()

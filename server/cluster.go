@@ -189,6 +189,7 @@ func jobSettings(cfg Config) map[string]string {
 	return map[string]string{
 		"checkpoint-interval":      orDefault(cfg.CheckpointInterval.String()),
 		"idle-checkpoint-interval": orDefault(cfg.IdleCheckpointInterval.String()),
+		"max-sink-buffer":          orDefault(sinkBuffer(cfg.MaxSinkBuffer)),
 		"min-replace-interval":     orDefault(cfg.MinReplaceInterval.String()),
 		"rollback-retention":       orDefault(cfg.RollbackRetention.String()),
 		"file-roots":               orDefault(set(cfg.FileRoots)),
@@ -658,4 +659,12 @@ func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
 	if l, err := c.cm.m.Leader(ctx); err == nil && l != nil {
 		ch <- prometheus.MustNewConstMetric(c.leader, prometheus.GaugeValue, float64(l.Term), name, l.Member)
 	}
+}
+
+// sinkBuffer is Config.MaxSinkBuffer as a setting ("" for the default).
+func sinkBuffer(n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(n, 10)
 }

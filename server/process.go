@@ -52,6 +52,9 @@ type Config struct {
 	// IdleCheckpointInterval is how often a job that processed nothing
 	// since its last checkpoint takes one; 0: 30 checkpoint intervals.
 	IdleCheckpointInterval time.Duration
+	// MaxSinkBuffer is the most a job's buffering sinks hold between two
+	// checkpoints, in bytes (service.Options); 0: the default, 64 MiB.
+	MaxSinkBuffer int64
 	// MinReplaceInterval is the job service's minimum time between a job's
 	// start and a same-name replacement of it (service.Options). Default
 	// service.DefaultMinReplaceInterval; negative: none.
@@ -359,7 +362,7 @@ func Open(ctx context.Context, cfg Config) (_ *Process, err error) {
 // set, is the cluster's log its store writes through.
 func (p *Process) openService(ctx context.Context, repl state.Replicator) (*service.Service, error) {
 	cfg := p.cfg
-	svc, err := service.Open(ctx, service.Options{DataDir: p.dir, CheckpointInterval: cfg.CheckpointInterval, IdleCheckpointInterval: cfg.IdleCheckpointInterval, Logger: cfg.Logger,
+	svc, err := service.Open(ctx, service.Options{DataDir: p.dir, CheckpointInterval: cfg.CheckpointInterval, IdleCheckpointInterval: cfg.IdleCheckpointInterval, MaxSinkBuffer: cfg.MaxSinkBuffer, Logger: cfg.Logger,
 		MinReplaceInterval: cfg.MinReplaceInterval, RollbackRetention: cfg.RollbackRetention, StorageRetryInterval: cfg.StorageRetryInterval, Broker: p.broker, DeadLetter: deadLetters{p.broker}, Program: cfg.Program, Access: p.policy,
 		MaxJobs: objectLimit(cfg.MaxJobs), Replicator: repl, RehearseTraceMemory: cfg.RehearseTraceMemory, RehearseTraceDir: cfg.RehearseTraceDir})
 	if err != nil {

@@ -269,6 +269,10 @@ func describeJob(w io.Writer, j *client.Job, showGraph bool) error {
 		if c := describeCatchUp(m.Steps); c != "" {
 			row("Catch-up", c)
 		}
+		if m.SinkBufferedBytes != nil {
+			row("Sinks", fmt.Sprintf("%s held for the next checkpoint; the sources waited %s for them",
+				cli.Bytes(*m.SinkBufferedBytes), seconds(m.SinkWaitSeconds)))
+		}
 	}
 	if err := flush(tw); err != nil {
 		return err

@@ -123,3 +123,36 @@ func TestDescribeStepSections(t *testing.T) {
 		})
 	}
 }
+
+// TestDescribeSinks: weir jobs describe shows what a job's buffering
+// sinks hold and how long its sources waited for them, and no row for a
+// job without such a sink.
+func TestDescribeSinks(t *testing.T) {
+	held := int64(3 << 20)
+	tests := []struct {
+		name string
+		m    *client.JobMetrics
+		want string
+	}{
+		{"no buffering sink", &client.JobMetrics{SinkWaitSeconds: 0}, ""},
+		{"waiting", &client.JobMetrics{SinkWaitSeconds: 12.5, SinkBufferedBytes: &held},
+			"Sinks:         3.0 MiB held for the next checkpoint; the sources waited 12.5s for them"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := describeJob(&b, &client.Job{ID: "j1", Name: "sums", Metrics: tc.m}, false); err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for line := range strings.Lines(b.String()) {
+				if strings.HasPrefix(line, "Sinks:") {
+					got = strings.TrimSpace(line)
+				}
+			}
+			if got != tc.want {
+				t.Fatalf("Sinks row %q, want %q:\n%s", got, tc.want, b.String())
+			}
+		})
+	}
+}

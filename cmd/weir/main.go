@@ -15,11 +15,12 @@
 // the client they designate), cmd/weir/internal/benchcmd (weir bench),
 // cmd/weir/internal/diffcmd (weir diff), cmd/weir/internal/rehearsecmd
 // (weir rehearse, and the trace budget weir server's --rehearse-trace-*
-// flags give), compat, diff, duration, errcode, graph, io/pubsub, plan,
-// runner, sandbox, server, service, service/record, serviceopt, weir,
-// yamlpipe, github.com/spf13/cobra, github.com/spf13/pflag,
-// github.com/goccy/go-yaml (--format yaml) and the standard library. It
-// must not import weirx (Go programs embed weir, not the other way round).
+// flags give), compat, diff, duration, errcode, graph, io/files (the
+// byte size of --max-sink-buffer), io/pubsub, plan, runner, sandbox,
+// server, service, service/record, serviceopt, weir, yamlpipe,
+// github.com/spf13/cobra, github.com/spf13/pflag, github.com/goccy/go-yaml
+// (--format yaml) and the standard library. It must not import weirx (Go
+// programs embed weir, not the other way round).
 //
 // main only wires the process to the command tree in root.go; each command
 // group lives in its own file, or in its own package under

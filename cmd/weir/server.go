@@ -17,6 +17,7 @@ import (
 	"github.com/weir-dev/weir/api"
 	"github.com/weir-dev/weir/cluster"
 	"github.com/weir-dev/weir/cmd/weir/internal/rehearsecmd"
+	"github.com/weir-dev/weir/io/files"
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/server"
 	"github.com/weir-dev/weir/service"
@@ -65,6 +66,8 @@ type serverFlags struct {
 	// rehearseTraceMemory and rehearseTraceDir are
 	// --rehearse-trace-memory and --rehearse-trace-dir.
 	rehearseTraceMemory, rehearseTraceDir string
+	// maxSinkBuffer is --max-sink-buffer, a byte size ("" for the default).
+	maxSinkBuffer string
 }
 
 func newServerCommand(e *env) *cobra.Command {
@@ -101,6 +104,7 @@ changes. See docs/SECURITY.md.`,
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7070", "address of the HTTP API")
 	fl.DurationVar(&f.checkpointInterval, "checkpoint-interval", service.DefaultCheckpointInterval, "how often every running job takes a checkpoint")
 	fl.DurationVar(&f.idleCheckpoint, "idle-checkpoint-interval", 0, "how often a job that processed nothing since its last checkpoint takes one (default 30 checkpoint intervals)")
+	fl.StringVar(&f.maxSinkBuffer, "max-sink-buffer", "", "the most a job's Pub/Sub, SQL, JDBC and Iceberg sinks hold between two checkpoints (64MiB, 1GiB, 512MB; default 64MiB): above it the job reads nothing until the next checkpoint commits what they hold, and a sink_backpressure event says so")
 	fl.StringVar(&f.rollbackRetention, "rollback-retention", "24h", "how long the rollback snapshot of every update and replacement is kept (never less than the new job has run); weir jobs rollback starts from it")
 	fl.StringVar(&f.minReplaceInterval, "min-replace-interval", "2m", "shortest time between a job's start and a replacement of it under the same name (stop-and-replace or parallel; guards against duplicates from retries); 0s: none")
 	fl.StringVar(&f.natsURL, "nats-url", "", "URL of an external NATS JetStream server to use instead of the embedded broker (nats://user:pass@host:4222 for a password; tls:// for TLS)")
@@ -152,6 +156,10 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	if err != nil || rollbackRetention <= 0 {
 		return usageErrorf("--rollback-retention %q: want a positive duration (24h, 7d)", f.rollbackRetention)
 	}
+	maxSinkBuffer, err := parseMaxSinkBuffer(f.maxSinkBuffer)
+	if err != nil {
+		return err
+	}
 	traceMemory, traceDir, err := rehearsecmd.TraceBudget("--rehearse-trace-memory", f.rehearseTraceMemory, "--rehearse-trace-dir", f.rehearseTraceDir)
 	if err != nil {
 		return err
@@ -161,7 +169,7 @@ func runServer(ctx context.Context, e *env, f serverFlags) error {
 	// address) stops it cleanly too, every job checkpointed.
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval, IdleCheckpointInterval: f.idleCheckpoint,
+	p, err := server.Open(sigCtx, server.Config{DataDir: f.dataDir, Listen: f.listen, CheckpointInterval: f.checkpointInterval, IdleCheckpointInterval: f.idleCheckpoint, MaxSinkBuffer: maxSinkBuffer,
 		MinReplaceInterval: minReplace, RollbackRetention: rollbackRetention, NATSURL: f.natsURL, NATSCredentials: f.nats, NATSUnreachableAfter: f.natsUnreachable,
 		Cluster: f.cluster, ClusterLeaseTTL: f.clusterLease, ClusterReplicas: f.clusterReplicas, ClusterBaseEvery: f.clusterBaseEvery, AdvertiseURL: f.advertiseURL, ClusterTLSCA: f.clusterTLSCA, Logger: e.logger, AuthTokenFile: f.authTokenFile, GenerateAuthToken: f.generateAuthToken,
 		AuthExempt: f.authExempt, AllowedHosts: f.allowedHosts, RequestsPerSecond: f.rateLimit, RequestBurst: int(2 * f.rateLimit),
@@ -264,4 +272,17 @@ func addPubSubGRPCFlags(fl *pflag.FlagSet, f *serverFlags) {
 	fl.StringVar(&f.pubsubProject, "pubsub-project", "", "the only project ID the Pub/Sub gRPC API accepts (default: any)")
 	fl.StringVar(&f.pubsubGRPCTLSCert, "pubsub-grpc-tls-cert", "", "PEM certificate of the Pub/Sub gRPC API (with --pubsub-grpc-tls-key; required beyond loopback)")
 	fl.StringVar(&f.pubsubGRPCTLSKey, "pubsub-grpc-tls-key", "", "PEM private key of the Pub/Sub gRPC API")
+}
+
+// parseMaxSinkBuffer reads --max-sink-buffer: "" is the default (0), else
+// a positive byte size.
+func parseMaxSinkBuffer(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := files.ParseByteSize(v)
+	if err != nil || n <= 0 {
+		return 0, usageErrorf("--max-sink-buffer %q: want a positive byte size (64MiB, 1GiB, 512MB)", v)
+	}
+	return n, nil
 }

@@ -424,6 +424,8 @@ async function jobPage(ref) {
         ['Created', fmtTime(job.create_time)], ['State since', fmtTime(job.state_time)], ['Delivery', job.delivery + (job.delivery_note ? ` (${job.delivery_note})` : '')],
         job.metrics && ['Data watermark', fmtTime(job.metrics.data_watermark)],
         job.metrics && ['System lag', fmtSeconds(job.metrics.system_lag_seconds)],
+        job.metrics && job.metrics.sink_buffered_bytes !== undefined && ['Sinks', el('span', { id: 'sinks' },
+          `${fmtBytes(job.metrics.sink_buffered_bytes)} held for the next checkpoint; the sources waited ${fmtSeconds(job.metrics.sink_wait_seconds)} for them`)],
         job.condition && ['Condition', el('span', { class: 'warn' }, `${job.condition.code}: ${job.condition.message} (since ${fmtTime(job.condition.since)})`)],
         job.error && ['Error', el('span', { class: 'error' }, job.error)]]));
     links.replaceChildren(...[el('a', { href: '/lineage/' + encodeURIComponent(job.name), id: 'lineage-link' }, 'Lineage of ' + job.name),

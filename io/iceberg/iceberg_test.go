@@ -436,3 +436,41 @@ func TestReadFilePolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestSinkBufferedBytes: the sink says how much it holds until a
+// pre-commit takes it (the runner stops the sources above a bound): each
+// worker's rows count the bytes of their values, and a worker's
+// pre-commit takes off its own.
+func TestSinkBufferedBytes(t *testing.T) {
+	ctx := context.Background()
+	sink, err := NewSink(SinkConfig{Target: testTarget(t), Table: "db.held", SinkID: "job-1/write"}, testSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close(ctx)
+	rows := testRows(4)
+	// Per row: id and score 8 each, the time 8, the bool 1, the name
+	// "nX" 2+4 (row 1's is null: 1).
+	const four = 4*(8+8+8+1) + 3*6 + 1
+	if err := sink.Write(ctx, 0, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Write(ctx, 1, rows[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := sink.BufferedBytes(), int64(four+31); got != want {
+		t.Fatalf("holding 5 rows: %d bytes, want %d", got, want)
+	}
+	if _, err := sink.PreCommit(ctx, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.BufferedBytes(); got != 31 {
+		t.Fatalf("after worker 0's pre-commit: %d bytes, want worker 1's 31", got)
+	}
+	if _, err := sink.PreCommit(ctx, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.BufferedBytes(); got != 0 {
+		t.Fatalf("after both pre-commits: %d bytes, want 0", got)
+	}
+}

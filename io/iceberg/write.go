@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -78,11 +79,37 @@ type Sink struct {
 	bufs     map[int]*workerBuf
 	sawEpoch bool
 	closed   bool
+
+	// buffered is what the workers' buffers hold, in bytes of their
+	// values (BufferedBytes).
+	buffered atomic.Int64
 }
 
 type workerBuf struct {
 	mu sync.Mutex
 	b  *array.RecordBuilder
+	// n is what b holds, in bytes of its values (valueBytes).
+	n int64
+}
+
+var _ contract.BufferingSink = (*Sink)(nil)
+
+// BufferedBytes implements contract.BufferingSink: the bytes of the rows
+// the workers wrote that no PreCommit took yet. The sink holds them in
+// memory, as Arrow columns, until the checkpoint that commits them.
+func (s *Sink) BufferedBytes() int64 { return s.buffered.Load() }
+
+// valueBytes is what a value takes in an Arrow column: 8 bytes for a
+// number or a time, its length and a 4-byte offset for a string, 1 for a
+// bool or a null.
+func valueBytes(v any) int64 {
+	switch x := v.(type) {
+	case string:
+		return int64(len(x)) + 4
+	case int64, float64, mtime.Time:
+		return 8
+	}
+	return 1
 }
 
 // icebergType is the column type created for kind k (nil for none).
@@ -318,6 +345,12 @@ func (s *Sink) Write(ctx context.Context, worker int, elems []contract.Element) 
 	s.mu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var n int64
+	defer func() {
+		// What was appended is held, a failed row's first columns too.
+		b.n += n
+		s.buffered.Add(n)
+	}()
 	for i := range elems {
 		r, ok := elems[i].Value.(*row.Row)
 		if !ok {
@@ -333,6 +366,7 @@ func (s *Sink) Write(ctx context.Context, worker int, elems []contract.Element) 
 			if err := appendValue(b.b.Field(c), v); err != nil {
 				return fmt.Errorf("column %s: %w", s.arrow.Field(c).Name, err)
 			}
+			n += valueBytes(v)
 		}
 	}
 	return nil
@@ -410,11 +444,13 @@ func toFloat(v any) (float64, bool) {
 	return 0, false
 }
 
-// takeLocked returns worker b's rows as a record (nil when none) and
-// starts a new one.
-func (b *workerBuf) take() arrow.RecordBatch {
+// take returns worker b's rows as a record (nil when none), starts a new
+// one, and takes them off s's buffered bytes.
+func (b *workerBuf) take(s *Sink) arrow.RecordBatch {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	s.buffered.Add(-b.n)
+	b.n = 0
 	rec := b.b.NewRecordBatch()
 	if rec.NumRows() == 0 {
 		rec.Release()
@@ -434,7 +470,7 @@ func (s *Sink) PreCommit(ctx context.Context, worker int, epoch uint64) ([]byte,
 	if b == nil {
 		return nil, nil
 	}
-	rec := b.take()
+	rec := b.take(s)
 	if rec == nil {
 		return nil, nil
 	}
@@ -611,7 +647,7 @@ func (s *Sink) Close(ctx context.Context) error {
 	var recs []arrow.RecordBatch
 	for _, b := range s.bufs {
 		if !s.sawEpoch {
-			if rec := b.take(); rec != nil {
+			if rec := b.take(s); rec != nil {
 				recs = append(recs, rec)
 			}
 		}

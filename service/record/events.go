@@ -26,6 +26,7 @@ const (
 	EventCatchUpExpired   EventType = "catch_up_expired"
 	EventLog              EventType = "log"
 	EventTableMerged      EventType = "table_merged"
+	EventSinkBackpressure EventType = "sink_backpressure"
 )
 
 // Severity is how much an event matters.
@@ -70,6 +71,7 @@ func EventTypes() []EventTypeInfo {
 		{EventCatchUpExpired, "warning", "a source re-reading a topic for a replacement found messages the old job had read gone from the topic's retention; its catch-up went on, or ended, without them (details: step, topic, subscription, expired_messages, first_seq, last_seq, hold_until_seq, next_seq)"},
 		{EventLog, "info", "a line a LogForTesting step printed (the element as JSON)"},
 		{EventTableMerged, "info|warning", "a staged SQL table's staging tables were merged into its principal table, periodically or on demand, or the merge failed and changed nothing (details: table, step, rows, duration_ms, members, error)"},
+		{EventSinkBackpressure, "warning", "the job's sources waited for its sinks: the sinks held more than the server's --max-sink-buffer between two checkpoints, so the job read no faster than they committed; at most once every 10 minutes while it lasts (details: waited_seconds, over_seconds, waited_fraction, held_bytes, max_bytes)"},
 	}
 }
 

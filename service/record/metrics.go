@@ -26,8 +26,18 @@ type JobMetrics struct {
 	// nothing although a backlog waits (infinite; Prometheus exports +Inf).
 	EstimatedBacklogProcessingTimeSeconds *float64 `json:"estimated_backlog_processing_time_seconds,omitempty"`
 	// DeadLetters counts rejects sent to the dead-letter topic (or counted).
-	DeadLetters int64         `json:"dead_letters"`
-	Steps       []StepMetrics `json:"steps"`
+	DeadLetters int64 `json:"dead_letters"`
+	// SinkWaitSeconds is the time the job's sources waited for its sinks
+	// since the execution started (a restart, update or rescale starts a
+	// new one), summed over its workers: while its buffering sinks hold
+	// more than the server's --max-sink-buffer, the job reads nothing
+	// until a checkpoint commits what they hold.
+	SinkWaitSeconds float64 `json:"sink_wait_seconds"`
+	// SinkBufferedBytes is what the job's buffering sinks (Pub/Sub, SQL,
+	// JDBC, Iceberg) hold now, to be committed by the next checkpoint; absent for
+	// a job without one.
+	SinkBufferedBytes *int64        `json:"sink_buffered_bytes,omitempty"`
+	Steps             []StepMetrics `json:"steps"`
 }
 
 // StepMetrics are the metrics of one step.

@@ -42,6 +42,9 @@ type Run struct {
 	// historyBucket is the fine history bucket the supervisor last
 	// sampled (supervise only).
 	historyBucket int64
+	// sinkWait is what the supervisor last saw of the execution's waits
+	// for its sinks (sinkwait.go; supervise only).
+	sinkWait sinkWaitWatch
 
 	// cpMu serialises checkpoints of the execution from taking to commit
 	// (periodic, final, at shutdown, and an update's or rescale's pause),
@@ -87,12 +90,13 @@ type Run struct {
 // apart: a restart, a rescale).
 func (jr *Run) Started() time.Time { return jr.started }
 
-// observe samples the execution's live counters at now.
-func (jr *Run) observe(now time.Time) {
+// observe samples the execution's live counters at now, and returns them.
+func (jr *Run) observe(now time.Time) *runner.Result {
 	res := jr.X.Metrics()
 	jr.smu.Lock() // a leaf
 	defer jr.smu.Unlock()
 	jr.sampler.observe(now, res)
+	return res
 }
 
 // metrics returns the job's live metrics at now.
@@ -228,7 +232,7 @@ func (s *Core) StartExecution(ctx context.Context, j *record.Job, prog *contract
 		jr.committed.Store(restore.Epoch) // launch committed it again
 	}
 	opts := runner.Options{NumWorkers: j.Options.NumWorkers, Logger: s.Opts.Logger.With("job_id", j.ID, "job_name", j.Name),
-		Checkpoints: true, Restore: restore, Adopt: adopt, DeadLetter: s.deadLetter(jr)}
+		Checkpoints: true, MaxSinkBuffer: s.Opts.MaxSinkBuffer, Restore: restore, Adopt: adopt, DeadLetter: s.deadLetter(jr)}
 	for _, f := range s.flows {
 		f.Execution(j, jr, &opts) // before the splits open
 	}
@@ -330,7 +334,7 @@ func (s *Core) supervise(jr *Run) {
 			return
 		case <-t.C:
 			now := s.Now()
-			jr.observe(now)
+			s.noteSinkWait(jr, now, jr.observe(now))
 			// One history sample per fine bucket: a bucket keeps one value,
 			// and a sample asks the broker for every source's backlog.
 			if b := now.UnixMilli() / HistoryFineResolution.Milliseconds(); b != jr.historyBucket {

@@ -79,7 +79,12 @@ func (sm *sampler) observe(now time.Time, res *runner.Result) {
 
 // metrics builds the job's metrics from live counters res at now.
 func (sm *sampler) metrics(now time.Time, res *runner.Result, code map[string]any, g *graph.Pipeline, deadLetters int64) *record.JobMetrics {
-	m := &record.JobMetrics{Time: now, DeadLetters: deadLetters, Steps: []record.StepMetrics{}}
+	m := &record.JobMetrics{Time: now, DeadLetters: deadLetters, Steps: []record.StepMetrics{},
+		SinkWaitSeconds: float64(res.SinkWaitMillis) / 1000}
+	if res.BufferingSinks {
+		b := res.SinkBufferedBytes
+		m.SinkBufferedBytes = &b
+	}
 	dataWM := mtime.MaxTimestamp
 	haveWM := false
 	var backlog, backlogBytes int64

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/state"
 	"github.com/weir-dev/weir/yamlpipe"
@@ -35,6 +36,12 @@ type Options struct {
 	// dropped) takes one: an idle job's checkpoint would persist nothing
 	// new. Default 30 checkpoint intervals (30s at the default interval).
 	IdleCheckpointInterval time.Duration
+	// MaxSinkBuffer bounds what a job's buffering sinks (Pub/Sub, SQL,
+	// JDBC and Iceberg tables: they hold their output until the checkpoint that
+	// commits it) hold between two checkpoints, in bytes: above it the job
+	// reads no source until the next checkpoint, and its user is told
+	// (EventSinkBackpressure). Default runner.DefaultMaxSinkBuffer.
+	MaxSinkBuffer int64
 	// Clock gives the time of job records (create_time, state_time), job
 	// IDs and metrics. Default the wall clock. It is not handed to
 	// executions: their processing time is the wall clock.
@@ -137,6 +144,9 @@ func (o *Options) EnsureDefaults() {
 		o.IdleCheckpointInterval = 30 * o.CheckpointInterval
 	}
 	o.IdleCheckpointInterval = max(o.IdleCheckpointInterval, o.CheckpointInterval)
+	if o.MaxSinkBuffer <= 0 {
+		o.MaxSinkBuffer = runner.DefaultMaxSinkBuffer
+	}
 	if o.Clock == nil {
 		o.Clock = mtime.WallClock{}
 	}

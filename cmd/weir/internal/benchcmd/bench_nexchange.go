@@ -254,8 +254,8 @@ func writeChangeReport(w io.Writer, outs []bench.ChangeOutcome) error {
 		if o.Query == "q5" {
 			fmt.Fprintf(&b, ", sliding windows %gs every %gs", o.WindowSizeSeconds, o.WindowPeriodSeconds)
 		}
-		fmt.Fprintf(&b, "\n  read %.0f events/s (median of %d ms samples), %d results, latency p50 %.0f ms, p99 %.0f ms\n",
-			o.EventsPerSecond, o.SampleMillis, o.Results, o.LatencyP50Millis, o.LatencyP99Millis)
+		fmt.Fprintf(&b, "\n  read %.0f events/s (median of %d ms samples), %d results, latency p50 %.0f ms, p99 %.0f ms, sources waiting for the sink %.0f%% of the time\n",
+			o.EventsPerSecond, o.SampleMillis, o.Results, o.LatencyP50Millis, o.LatencyP99Millis, 100*o.SinkWaitShare)
 		if len(o.Changes) == 0 {
 			continue
 		}
