@@ -62,7 +62,7 @@ func EventTypes() []EventTypeInfo {
 		{EventUpdateFailed, "error", "an update or its handover failed; the job resumed from its last checkpoint (details: error)"},
 		{EventRescaleSucceeded, "info", "the job was rescaled in flight (details: from_workers, to_workers)"},
 		{EventRescaleFailed, "error", "a rescale failed (details: from_workers, to_workers, error)"},
-		{EventAutoscaled, "info|warning", "the autoscaler changed the worker count within the job's range, or failed to (details: from_workers, to_workers, reason, backlog, backlog_growth_per_s, input_rate, processing_rate, utilization, capacity_per_worker, predicted_processing_rate, last_predicted_rate, observed_rate, error)"},
+		{EventAutoscaled, "info|warning", "the autoscaler changed the worker count within the job's range, or failed to (details: from_workers, to_workers, reason, backlog, backlog_growth_per_s, input_rate, processing_rate, utilization, capacity_per_worker, sink_wait, predicted_processing_rate, last_predicted_rate, observed_rate, error)"},
 		{EventReplacementPhase, "info", "a phase of a replacement (stop-and-replace, parallel replacement) began or ended (details: strategy, phase)"},
 		{EventParityGate, "info|warning", "a parity gate's decision in a parallel replacement: compared (the figures changed while it holds), passed, or aborted at its deadline, a warning; or a pre-flight rehearsal's verdict (weir_rehearse=required: PASSED, or REFUSED, a warning) (details: outcome, windows_compared, rows_compared, differing_rows, consecutive_windows_agreed, budget, windows, old_watermark, new_watermark, examples)"},
 		{EventSnapshotCreated, "info", "a snapshot of the job is READY (details: snapshot_id, disk_size_bytes)"},

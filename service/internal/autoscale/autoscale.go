@@ -139,7 +139,7 @@ func (a *Autoscale) sample(j *record.Job, run *core.Run, now time.Time) (Sample,
 // when the execution has no workers yet.
 func Measure(run *core.Run, now time.Time) (s Sample, ok bool) {
 	res := run.X.Metrics()
-	s = Sample{Time: now, Workers: res.Workers, IdleNanos: res.IdleNanos, Execution: run.Started()}
+	s = Sample{Time: now, Workers: res.Workers, IdleNanos: res.IdleNanos, SinkWaitMillis: res.SinkWaitMillis, Execution: run.Started()}
 	for _, st := range run.Prog.Graph.Steps {
 		if st.Kind != graph.KindSource {
 			continue
@@ -162,7 +162,7 @@ func (a *Autoscale) apply(ctx context.Context, j *record.Job, workers int, d Dec
 	details := map[string]any{"from_workers": workers, "to_workers": d.Workers, "reason": d.Reason,
 		"backlog": f.Backlog, "backlog_growth_per_s": round(f.BacklogGrowth), "input_rate": round(f.InputRate),
 		"processing_rate": round(f.ProcessingRate), "utilization": round(f.Utilization), "capacity_per_worker": round(f.Capacity),
-		"predicted_processing_rate": round(f.PredictedRate)}
+		"predicted_processing_rate": round(f.PredictedRate), "sink_wait": round(f.SinkWait)}
 	if f.LastPredicted > 0 {
 		details["last_predicted_rate"], details["observed_rate"] = round(f.LastPredicted), round(f.ObservedRate)
 	}

@@ -30,6 +30,11 @@ type Settings struct {
 	DrainTarget time.Duration
 }
 
+// SinkBound is the share of the workers' time waited for the sinks from
+// which a job is held back by its sinks, not by its workers: a backlog it
+// builds up then is no reason to add workers (they would wait too).
+const SinkBound = 0.2
+
 // Defaults of Settings' delays.
 const (
 	DefaultHint        = 0.8
@@ -52,6 +57,10 @@ type Sample struct {
 	HasBacklog bool
 	// IdleNanos is the time the workers waited with nothing to do, summed.
 	IdleNanos int64
+	// SinkWaitMillis is the time the workers held their sources back
+	// because the sinks held more than they may between two checkpoints,
+	// summed (runner.Result.SinkWaitMillis).
+	SinkWaitMillis int64
 	// Execution tells executions apart: a restart or a rescale starts the
 	// counters again.
 	Execution time.Time
@@ -70,6 +79,9 @@ type Figures struct {
 	// Capacity is the elements a second one fully busy worker reads (0:
 	// unknown).
 	Capacity float64
+	// SinkWait is the share of the workers' time their sources waited for
+	// the sinks (0..1).
+	SinkWait float64
 	// PredictedRate is the processing rate the decided count should reach;
 	// ObservedRate what the previous change's prediction came to (0: no
 	// previous change).
@@ -133,6 +145,7 @@ func (st *State) Step(s Sample, set Settings) Decision {
 	if f.Utilization > 0.05 {
 		f.Capacity = f.ProcessingRate / (float64(s.Workers) * f.Utilization)
 	}
+	f.SinkWait = min(max(float64(s.SinkWaitMillis-prev.SinkWaitMillis)/(dt*1e3*float64(s.Workers)), 0), 1)
 	if st.predicted > 0 {
 		f.ObservedRate = f.ProcessingRate
 	}
@@ -151,6 +164,13 @@ func (st *State) Step(s Sample, set Settings) Decision {
 		}
 	} else {
 		st.growingSince = time.Time{}
+	}
+	if behind && f.SinkWait >= SinkBound {
+		// The sinks commit slower than the input comes: the workers wait
+		// for them, and more workers would wait as well.
+		keep.Reason = fmt.Sprintf("the backlog (%d) grows, but the sources waited for the sinks %.0f%% of the time: the sinks, not the workers, hold the job back",
+			s.Backlog, f.SinkWait*100)
+		return keep
 	}
 	if behind && s.Time.Sub(st.growingSince) >= set.UpDelay && s.Workers < set.Max {
 		want := f.InputRate + float64(s.Backlog)/set.DrainTarget.Seconds()

@@ -1,6 +1,7 @@
 package autoscale
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -17,6 +18,11 @@ type sim struct {
 	read     float64
 	idle     float64 // ns
 	exec     time.Time
+	// sink, when above 0, is the elements a second the job's sinks
+	// commit: the workers read no more, and wait for them the rest of
+	// their time (sinkWait, ms).
+	sink     float64
+	sinkWait float64
 }
 
 func (m *sim) advance(dt time.Duration) Sample {
@@ -24,11 +30,16 @@ func (m *sim) advance(dt time.Duration) Sample {
 	can := float64(m.workers) * m.capacity * sec
 	want := m.rate*sec + m.backlog
 	done := min(can, want)
+	if m.sink > 0 && m.sink*sec < done {
+		done = m.sink * sec
+		m.sinkWait += float64(m.workers) * sec * 1e3 * (1 - done/can)
+	}
 	m.backlog = want - done
 	m.read += done
 	m.idle += float64(m.workers) * sec * 1e9 * (1 - done/can)
 	m.t = m.t.Add(dt)
-	return Sample{Time: m.t, Workers: m.workers, Read: int64(m.read), Backlog: int64(m.backlog), HasBacklog: true, IdleNanos: int64(m.idle), Execution: m.exec}
+	return Sample{Time: m.t, Workers: m.workers, Read: int64(m.read), Backlog: int64(m.backlog), HasBacklog: true, IdleNanos: int64(m.idle),
+		SinkWaitMillis: int64(m.sinkWait), Execution: m.exec}
 }
 
 // run steps the autoscaler over the simulation for d, applying each
@@ -146,5 +157,28 @@ func TestIntoTheRange(t *testing.T) {
 	d := st.Step(Sample{Time: t0.Add(5 * time.Second), Workers: 6, Execution: t0}, defaults(1, 4))
 	if d.Workers != 4 {
 		t.Fatalf("6 workers with the range [1, 4]: decided %d, want 4", d.Workers)
+	}
+}
+
+// TestSinkBoundJobIsNotScaledUp: a job whose sinks commit slower than its
+// input arrives builds a backlog while its workers wait for the sinks;
+// more workers would wait too, so none is added however long the backlog
+// grows, and the decision says why. Once the sinks keep up again, the
+// backlog left is a reason to scale up as usual, at once.
+func TestSinkBoundJobIsNotScaledUp(t *testing.T) {
+	m := &sim{t: time.Unix(0, 0), workers: 1, capacity: 1000, rate: 2400, sink: 600}
+	st := &State{}
+	set := defaults(1, 8)
+	if ch, _ := m.run(st, set, 5*time.Minute); len(ch) != 0 {
+		t.Fatalf("a job held back by its sinks was scaled: %+v", ch)
+	}
+	d := st.Step(m.advance(5*time.Second), set)
+	if d.Workers != 1 || !strings.Contains(d.Reason, "the sinks, not the workers") || d.Figures.SinkWait < SinkBound {
+		t.Fatalf("decision %+v: want 1 worker, the sinks named as the reason and their share of the time", d)
+	}
+	m.sink = 0 // the sinks keep up again
+	ch, at := m.run(st, set, time.Minute)
+	if len(ch) == 0 || at[0] > 10*time.Second || ch[0].Workers < 3 {
+		t.Fatalf("after the sinks kept up: changes %+v at %v, want at least 3 workers within 10 s", ch, at)
 	}
 }
