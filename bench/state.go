@@ -42,8 +42,9 @@ type StateConfig struct {
 	// held, to HeapProfile+"-after-cp.pprof" after the full checkpoint and
 	// to HeapProfile+"-restored.pprof" once a new execution restored them.
 	HeapProfile string
-	// CPUProfile, when set, is a path prefix: a CPU profile of the restore
-	// is written to CPUProfile+"-restore.pprof".
+	// CPUProfile, when set, is a path prefix: CPU profiles of the full
+	// checkpoint and of the restore are written to
+	// CPUProfile+"-full-cp.pprof" and CPUProfile+"-restore.pprof".
 	CPUProfile string
 }
 
@@ -534,7 +535,14 @@ func RunState(ctx context.Context, cfg StateConfig) (StateOutcome, error) {
 	out.HeapBytes = held - before
 	out.HeapBytesPerKey = float64(out.HeapBytes) / float64(cfg.Keys)
 
+	stopProfile := func() {}
+	if cfg.CPUProfile != "" {
+		if stopProfile, err = StartCPUProfile(cfg.CPUProfile + "-full-cp.pprof"); err != nil {
+			return out, err
+		}
+	}
 	cp, took, err := checkpoint(x)
+	stopProfile()
 	if err != nil {
 		return out, err
 	}

@@ -173,7 +173,7 @@ figure is worse.`,
 	fl.StringSliceVar(&jobs, "job", []string{"sdk", "yaml"}, "jobs to measure: sdk, yaml, stateful (comma-separated)")
 	fl.IntVar(&workers, "workers", 2, "workers of the job")
 	fl.StringVar(&heapProfile, "heap-profile", "", "directory to write heap profiles to (state-JOB-KEYS-held.pprof, -after-cp.pprof)")
-	fl.StringVar(&cpuProfile, "cpu-profile", "", "directory to write CPU profiles of the restore to (state-JOB-KEYS-restore.pprof)")
+	fl.StringVar(&cpuProfile, "cpu-profile", "", "directory to write CPU profiles of the full checkpoint and of the restore to (state-JOB-KEYS-full-cp.pprof, -restore.pprof)")
 	addCompareFlags(cmd, &cmp)
 	cli.AddFormatFlag(cmd, &format)
 	cmd.AddCommand(newBenchStateChildCommand(e))
@@ -289,6 +289,6 @@ func newBenchStateChildCommand(e *cli.Env) *cobra.Command {
 	fl.IntVar(&cfg.Workers, "workers", 2, "workers")
 	fl.StringVar(&cfg.Dir, "dir", "", "directory of the state store")
 	fl.StringVar(&cfg.HeapProfile, "heap-profile", "", "path prefix of the heap profiles")
-	fl.StringVar(&cfg.CPUProfile, "cpu-profile", "", "path prefix of the restore's CPU profile")
+	fl.StringVar(&cfg.CPUProfile, "cpu-profile", "", "path prefix of the full checkpoint's and the restore's CPU profiles")
 	return cmd
 }
