@@ -140,8 +140,8 @@ func (w *worker) holdForSinks() {
 }
 
 // releaseFromSinks ends the worker's wait for the sinks, if one is under
-// way, adding its time to sinkWait. waiting, read without the lock (only
-// this goroutine writes it), keeps the common case to one load.
+// way, adding its time to sinkWait. waitingForSinks, which only this
+// goroutine reads and writes, keeps the common case free of the lock.
 func (w *worker) releaseFromSinks() {
 	if !w.waitingForSinks {
 		return
