@@ -863,3 +863,46 @@ func TestConsoleRehearse(t *testing.T) {
 		t.Fatalf("after the rehearsals the job is %v: %v", cur, err)
 	}
 }
+
+// sinkYAML writes per-second totals into a SQLite table: a buffering
+// sink, which holds each checkpoint's rows until it commits them.
+const sinkYAML = `pipeline:
+  transforms:
+    - type: Generate
+      name: Events
+      config: {rate: 200, keys: 3, spacing: 100ms}
+    - type: Combine
+      name: Sums
+      input: Events
+      windowing: {type: fixed, size: 1s}
+      config:
+        group_by: key
+        combine: {total: {value: amount, fn: sum}}
+    - type: WriteToSql
+      name: WriteSums
+      input: Sums
+      config: {table: sums, key: [key]}
+`
+
+// TestConsoleJobPageSinks: the job page of a job whose sink holds more
+// than the server's bound between checkpoints says what the sink holds
+// and how long the job's sources waited for it.
+func TestConsoleJobPageSinks(t *testing.T) {
+	t.Parallel()
+	ctx := newBrowser(t)
+	p, c := startWeir(t, server.Config{MaxSinkBuffer: 16})
+	j := submit(t, c, "sums", sinkYAML)
+	waitJob(t, c, j.ID, "the job waits for its sink", func(j *client.Job) bool {
+		return running(j) && j.Metrics.SinkWaitSeconds > 0 && j.Metrics.SinkBufferedBytes != nil
+	})
+	if err := chromedp.Do(ctx, chromedp.Navigate(p.Address()+"/jobs/"+j.ID), present(`#sinks`)); err != nil {
+		t.Fatalf("the job page shows no Sinks row: %v", err)
+	}
+	var text string
+	if err := evaluate(ctx, `document.querySelector('#sinks').textContent`, &text); err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^[0-9.]+ (B|KiB|MiB) held for the next checkpoint; the sources waited [0-9.]+ (ms|s) for them$`).MatchString(text) {
+		t.Errorf("Sinks row %q: want what the sink holds and the sources' wait", text)
+	}
+}

@@ -118,6 +118,11 @@ func waitStepOf(t *testing.T, s *Service, metrics func(string) (*record.JobMetri
 	t.Helper()
 	deadline := time.NewTimer(20 * time.Second)
 	defer deadline.Stop()
+	// Live metrics change without a notice: the service notifies a change
+	// at each registry write and each checkpoint interval, which a test
+	// may set to an hour. So the wait also looks again every 20 ms.
+	look := time.NewTicker(20 * time.Millisecond)
+	defer look.Stop()
 	for {
 		changed := s.core.Changes.Next()
 		m, err := metrics(ref)
@@ -131,6 +136,7 @@ func waitStepOf(t *testing.T, s *Service, metrics func(string) (*record.JobMetri
 		}
 		select {
 		case <-changed:
+		case <-look.C:
 		case <-deadline.C:
 			t.Fatalf("job %s: step %s did not %s: %+v", ref, step, what, m.Steps)
 		}
