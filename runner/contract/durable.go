@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"slices"
 )
 
 // This file declares what sources, sinks and stateful code implement so that
@@ -317,8 +316,10 @@ func (cp *Checkpoint) Complete(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	parts := make([][]StateEntry, 0, len(cp.Pending))
-	n := len(cp.State)
+	parts := make([][]StateEntry, 0, 1+len(cp.Pending))
+	if len(cp.State) > 0 {
+		parts = append(parts, cp.State)
+	}
 	for _, p := range cp.Pending {
 		entries, err := p.Await(ctx)
 		if err != nil {
@@ -328,28 +329,25 @@ func (cp *Checkpoint) Complete(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		parts = append(parts, entries)
-		n += len(entries)
+		if len(entries) > 0 {
+			parts = append(parts, entries)
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("checkpoint %d: %w", cp.Epoch, errs[0])
 	}
-	parts = slices.DeleteFunc(parts, func(e []StateEntry) bool { return len(e) == 0 })
-	if len(cp.State) == 0 && len(parts) == 1 {
-		// One step's state of one worker: it is the state, uncopied (a
-		// full checkpoint's copy of millions of entries into fresh memory
-		// took a tenth of its time).
-		cp.State = parts[0]
-	} else {
-		// One allocation for the whole state: a full checkpoint of
-		// millions of keys would otherwise copy it at every growth.
-		cp.State = slices.Grow(cp.State, n-len(cp.State))
-		for _, entries := range parts {
-			cp.State = append(cp.State, entries...)
-		}
-	}
 	cp.Pending = nil
-	SortStateEntries(cp.State)
+	if len(parts) == 1 {
+		// One step's state of one worker: it is the state, sorted in
+		// place (a full checkpoint's copy of millions of entries into
+		// fresh memory took a tenth of its time).
+		cp.State = parts[0]
+		SortStateEntries(cp.State)
+		return nil
+	}
+	// Several parts go into one slice as they are sorted, not copied into
+	// one first.
+	cp.State = SortedStateEntries(parts)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -103,4 +104,72 @@ func BenchmarkSortStateEntries(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestSortedStateEntriesOfParts: the entries of several parts come out
+// in one slice in the order of a stable sort of the parts one after the
+// other — through the buckets, and through the comparison sort of many
+// steps over sparse key groups — and Complete puts a checkpoint's
+// entries and its pending parts together so.
+func TestSortedStateEntriesOfParts(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		parts      []int
+		steps, kgs int
+		keys       int
+	}{
+		{"two workers", []int{40_000, 35_000}, 2, 64, 5000},
+		{"one empty part", []int{0, 3000, 0}, 1, 16, 100},
+		{"sparse key groups of many steps", []int{700, 900, 400}, 40, 65536, 100},
+		{"one entry", []int{0, 1}, 1, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(2, uint64(len(tc.parts))))
+			var parts [][]StateEntry
+			var all []StateEntry
+			for pi, n := range tc.parts {
+				p := make([]StateEntry, n)
+				for i := range p {
+					p[i] = StateEntry{Step: fmt.Sprint("s", r.IntN(tc.steps)), KeyGroup: uint16(r.IntN(tc.kgs)), Key: []byte(fmt.Sprint("k", r.IntN(tc.keys)))}
+					if r.IntN(4) > 0 {
+						p[i].Value = []byte(fmt.Sprint(pi, "/", i))
+					}
+				}
+				parts = append(parts, p)
+				all = append(all, p...)
+			}
+			want := slices.Clone(all)
+			slices.SortStableFunc(want, func(a, b StateEntry) int { return compareEntries(&a, &b) })
+			check := func(what string, got []StateEntry) {
+				t.Helper()
+				if len(got) != len(want) {
+					t.Fatalf("%s: %d entries, want %d", what, len(got), len(want))
+				}
+				for i := range got {
+					g, w := got[i], want[i]
+					if g.Step != w.Step || g.KeyGroup != w.KeyGroup || !bytes.Equal(g.Key, w.Key) || (g.Value == nil) != (w.Value == nil) || !bytes.Equal(g.Value, w.Value) {
+						t.Fatalf("%s: entry %d: got %v, want %v (a stable sort's)", what, i, g, w)
+					}
+				}
+			}
+			check("SortedStateEntries", SortedStateEntries(parts))
+			cp := &Checkpoint{Epoch: 1, State: slices.Clone(parts[0])}
+			for _, p := range parts[1:] {
+				cp.Pending = append(cp.Pending, &donePart{slices.Clone(p)})
+			}
+			if err := cp.Complete(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			check("Complete", cp.State)
+		})
+	}
+}
+
+// donePart is a PendingState already encoded.
+type donePart struct{ es []StateEntry }
+
+func (d *donePart) Await(context.Context) ([]StateEntry, error) {
+	es := d.es
+	d.es = nil
+	return es, nil
 }

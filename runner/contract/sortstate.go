@@ -21,14 +21,44 @@ import (
 // the entries in buckets, one per step and key group, and each bucket is
 // then sorted by key on its own, the buckets spread over GOMAXPROCS
 // goroutines; each entry is moved twice.
-func SortStateEntries(es []StateEntry) {
-	n := len(es)
+func SortStateEntries(es []StateEntry) { sortParts(es, [][]StateEntry{es}) }
+
+// SortedStateEntries returns the entries of parts, taken in their order
+// (parts[0] first), in one new slice in SortStateEntries' order. It moves
+// each entry twice, where appending the parts into one slice and sorting
+// it would move each three times (at millions of entries, into fresh
+// memory each time).
+func SortedStateEntries(parts [][]StateEntry) []StateEntry {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]StateEntry, n)
+	sortParts(out, parts)
+	return out
+}
+
+// sortParts writes the entries of parts, in SortStateEntries' order, into
+// dst, which holds as many; dst may be parts' only element (an in-place
+// sort).
+func sortParts(dst []StateEntry, parts [][]StateEntry) {
+	n := len(dst)
+	inPlace := len(parts) == 1 && n > 0 && &parts[0][0] == &dst[0]
 	if n < 2 {
+		if !inPlace {
+			concat(dst, parts)
+		}
 		return
 	}
-	b, nb, ok := stateBuckets(es)
+	b, nb, ok := stateBuckets(parts)
 	if !ok {
-		sortStateIndexes(es)
+		if !inPlace {
+			concat(dst, parts)
+		}
+		sortStateIndexes(dst)
 		return
 	}
 	// starts[i] is where bucket i begins in the bucketed order.
@@ -41,9 +71,14 @@ func SortStateEntries(es []StateEntry) {
 	}
 	tmp := make([]StateEntry, n)
 	next := slices.Clone(starts[:nb])
-	for i, id := range b {
-		tmp[next[id]] = es[i]
-		next[id]++
+	i := 0
+	for _, p := range parts {
+		for j := range p {
+			id := b[i]
+			tmp[next[id]] = p[j]
+			next[id]++
+			i++
+		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), 1+n/parallelSortMin)
 	var bucket atomic.Int64
@@ -55,7 +90,7 @@ func SortStateEntries(es []StateEntry) {
 				return
 			}
 			if lo, hi := starts[i], starts[i+1]; hi > lo {
-				items = sortBucket(es, tmp, lo, hi, items)
+				items = sortBucket(dst, tmp, lo, hi, items)
 			}
 		}
 	}
@@ -68,6 +103,14 @@ func SortStateEntries(es []StateEntry) {
 		wg.Go(sortSome)
 	}
 	wg.Wait()
+}
+
+// concat copies the entries of parts, one part after the other, into dst.
+func concat(dst []StateEntry, parts [][]StateEntry) {
+	k := 0
+	for _, p := range parts {
+		k += copy(dst[k:], p)
+	}
 }
 
 // parallelSortMin is the number of entries each further goroutine of
@@ -113,24 +156,28 @@ func sortBucket(es, tmp []StateEntry, lo, hi int, items []keyItem) []keyItem {
 // of buckets; ok is false when there would be far more buckets than
 // entries (many steps and sparse key groups), where one comparison sort is
 // cheaper.
-func stateBuckets(es []StateEntry) (b []uint32, nb int, ok bool) {
+func stateBuckets(parts [][]StateEntry) (b []uint32, nb int, ok bool) {
 	var steps []string
 	seen := map[string]bool{}
-	last, maxKG := "", 0
-	for i := range es {
-		e := &es[i]
-		if i == 0 || e.Step != last {
-			if !seen[e.Step] {
-				seen[e.Step] = true
-				steps = append(steps, e.Step)
+	n, maxKG := 0, 0
+	for _, es := range parts {
+		last := ""
+		for i := range es {
+			e := &es[i]
+			if i == 0 || e.Step != last {
+				if !seen[e.Step] {
+					seen[e.Step] = true
+					steps = append(steps, e.Step)
+				}
+				last = e.Step
 			}
-			last = e.Step
+			maxKG = max(maxKG, int(e.KeyGroup))
 		}
-		maxKG = max(maxKG, int(e.KeyGroup))
+		n += len(es)
 	}
 	groups := maxKG + 1
 	nb = len(steps) * groups
-	if nb > 2*len(es)+1<<16 {
+	if nb > 2*n+1<<16 {
 		return nil, 0, false
 	}
 	slices.Sort(steps)
@@ -138,14 +185,17 @@ func stateBuckets(es []StateEntry) (b []uint32, nb int, ok bool) {
 	for i, s := range steps {
 		rank[s] = uint32(i * groups)
 	}
-	b = make([]uint32, len(es))
-	var base uint32
-	for i := range es {
-		e := &es[i]
-		if i == 0 || e.Step != last {
-			base, last = rank[e.Step], e.Step
+	b = make([]uint32, 0, n)
+	for _, es := range parts {
+		var base uint32
+		last := ""
+		for i := range es {
+			e := &es[i]
+			if i == 0 || e.Step != last {
+				base, last = rank[e.Step], e.Step
+			}
+			b = append(b, base+uint32(e.KeyGroup))
 		}
-		b[i] = base + uint32(e.KeyGroup)
 	}
 	return b, nb, true
 }
