@@ -272,12 +272,8 @@ func (r *run) result() *Result {
 		res.IdleNanos += w.idle.Load()
 		res.SinkWaitMillis += w.sinkWaited(now)
 	}
-	if len(r.buffering) > 0 {
-		res.BufferingSinks = true
-		for _, s := range r.buffering {
-			res.SinkBufferedBytes += s.BufferedBytes()
-		}
-	}
+	res.BufferingSinks = len(r.buffering) > 0
+	res.SinkBufferedBytes = r.sinkBytes()
 	return res
 }
 

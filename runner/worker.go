@@ -108,17 +108,15 @@ type worker struct {
 	// run.restoreState before the worker's loop starts).
 	restores []func() error
 	// sinkMu guards sinkWait and sinkWaitFrom, written by the worker's
-	// goroutine as a wait begins and ends and read by Execution.Metrics.
-	// A leaf.
+	// goroutine (under the lock) as a wait begins and ends and read by
+	// Execution.Metrics. The worker's goroutine, their only writer, reads
+	// them without it. A leaf.
 	sinkMu sync.Mutex
 	// sinkWait is the time (ms of the run's clock) the worker held its
 	// sources back for the sinks (sinksFull) in waits that ended;
 	// sinkWaitFrom is when the wait under way began, noSinkWait when none.
 	sinkWait     int64
 	sinkWaitFrom int64
-	// waitingForSinks is whether a wait is under way, for the worker's
-	// goroutine alone.
-	waitingForSinks bool
 }
 
 // noSinkWait is worker.sinkWaitFrom while the worker's sources do not
@@ -128,29 +126,24 @@ const noSinkWait = int64(mtime.MinTimestamp)
 // holdForSinks records that the worker does not read its sources because
 // the sinks are full: a wait begins unless one is under way.
 func (w *worker) holdForSinks() {
-	if !w.reading() {
+	if w.sinkWaitFrom != noSinkWait || !w.reading() {
 		return
 	}
 	w.sinkMu.Lock() // a leaf
-	if w.sinkWaitFrom == noSinkWait {
-		w.sinkWaitFrom = int64(w.r.opts.Clock.Now())
-	}
+	w.sinkWaitFrom = int64(w.r.opts.Clock.Now())
 	w.sinkMu.Unlock()
-	w.waitingForSinks = true
 }
 
 // releaseFromSinks ends the worker's wait for the sinks, if one is under
-// way, adding its time to sinkWait. waitingForSinks, which only this
-// goroutine reads and writes, keeps the common case free of the lock.
+// way, adding its time to sinkWait. Without a wait it takes no lock.
 func (w *worker) releaseFromSinks() {
-	if !w.waitingForSinks {
+	if w.sinkWaitFrom == noSinkWait {
 		return
 	}
 	w.sinkMu.Lock() // a leaf
 	w.sinkWait += max(0, int64(w.r.opts.Clock.Now())-w.sinkWaitFrom)
 	w.sinkWaitFrom = noSinkWait
 	w.sinkMu.Unlock()
-	w.waitingForSinks = false
 }
 
 // sinkWaited returns the time (ms) the worker held its sources back for
@@ -181,15 +174,21 @@ func (r *run) sinksFull() bool {
 	if len(r.buffering) == 0 {
 		return false
 	}
-	var n int64
-	for _, s := range r.buffering {
-		n += s.BufferedBytes()
-	}
+	n := r.sinkBytes()
 	if n <= r.opts.MaxSinkBuffer {
 		return false
 	}
 	r.warnSinksFull(n)
 	return true
+}
+
+// sinkBytes returns what the run's buffering sinks hold between them.
+func (r *run) sinkBytes() int64 {
+	var n int64
+	for _, s := range r.buffering {
+		n += s.BufferedBytes()
+	}
+	return n
 }
 
 // sinksFullWarnEvery is how often, at most, a run logs that its sources
