@@ -45,6 +45,10 @@ type Run struct {
 	// sinkWait is what the supervisor last saw of the execution's waits
 	// for its sinks (sinkwait.go; supervise only).
 	sinkWait sinkWaitWatch
+	// sinkToldAt is when the supervisor last recorded a sink_backpressure
+	// event (Unix ns, 0: never): read by the execution that replaces this
+	// one at a rescale (inheritSinkWait).
+	sinkToldAt atomic.Int64
 
 	// cpMu serialises checkpoints of the execution from taking to commit
 	// (periodic, final, at shutdown, and an update's or rescale's pause),
@@ -228,6 +232,13 @@ func (tx *Tx) RecordStarted(j *record.Job, jr *Run) error {
 func (s *Core) StartExecution(ctx context.Context, j *record.Job, prog *contract.Program, restore *contract.Restore, adopt *runner.Adoption) (*Run, error) {
 	jr := &Run{ID: j.ID, Name: j.Name, lineage: j.StateKey(), started: time.Now(), Prog: prog, sampler: newSampler(prog.Graph), base: j.Counters}
 	jr.DeadLetters.Store(j.DeadLetters) // counted on from the job's record
+	if adopt != nil {
+		// A rescale: the execution it replaces is still the job's entry
+		// in the running table.
+		if v, ok := s.Live.Load(j.Name); ok && v.(*Run).ID == j.ID {
+			inheritSinkWait(jr, v.(*Run))
+		}
+	}
 	if restore != nil {
 		jr.committed.Store(restore.Epoch) // launch committed it again
 	}

@@ -30,7 +30,10 @@ type sinkWaitWatch struct {
 	// from; from is zero when nothing is pending.
 	pending int64
 	from    time.Time
-	// told is when the last event was recorded (zero: none yet).
+	// told is when the last event was recorded (zero: none yet). An
+	// execution that replaces another of the same job (a rescale) starts
+	// from the other's (Run.sinkToldAt), so that the job's event log gets
+	// one event every SinkWaitEventEvery however often it is rescaled.
 	told time.Time
 	// last is the previous sample's time.
 	last time.Time
@@ -74,6 +77,17 @@ func (s *Core) noteSinkWait(jr *Run, now time.Time, res *runner.Result) {
 		"held_bytes": res.SinkBufferedBytes, "max_bytes": s.Opts.MaxSinkBuffer,
 	})
 	w.told, w.pending, w.from = now, 0, time.Time{}
+	jr.sinkToldAt.Store(now.UnixNano())
+}
+
+// inheritSinkWait starts jr's watch from the last sink_backpressure event
+// of old, the execution of the same job it replaces. Called before jr's
+// supervisor starts; old's supervisor may still run (sinkToldAt is atomic).
+func inheritSinkWait(jr, old *Run) {
+	if ns := old.sinkToldAt.Load(); ns != 0 {
+		jr.sinkWait.told = time.Unix(0, ns)
+		jr.sinkToldAt.Store(ns)
+	}
 }
 
 // byteSize formats n bytes for a message: 64 MiB, 1.5 GiB, 900 KiB, 12 B.

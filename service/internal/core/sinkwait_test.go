@@ -68,3 +68,36 @@ func TestSinkWaitEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestSinkWaitEventsAcrossARescale: the execution that replaces another
+// of the same job (a rescale) keeps its pace: no second event before
+// SinkWaitEventEvery has passed since the replaced execution's.
+func TestSinkWaitEventsAcrossARescale(t *testing.T) {
+	s := openCore(t, t.TempDir())
+	t0 := time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
+	res := func(waited int64) *runner.Result {
+		return &runner.Result{Workers: 1, SinkWaitMillis: waited, BufferingSinks: true}
+	}
+	old := &Run{ID: "job-1", started: t0, recorded: true}
+	s.noteSinkWait(old, t0.Add(time.Second), res(0))
+	s.noteSinkWait(old, t0.Add(2*time.Second), res(500)) // told
+	// The rescale: a new execution, its counters from zero.
+	jr := &Run{ID: "job-1", started: t0.Add(time.Minute), recorded: true}
+	inheritSinkWait(jr, old)
+	s.noteSinkWait(jr, t0.Add(61*time.Second), res(0))
+	s.noteSinkWait(jr, t0.Add(2*time.Minute), res(3000)) // held back
+	s.noteSinkWait(jr, t0.Add(10*time.Minute+2*time.Second), res(3000))
+	evs, err := s.ReadEvents("job-1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 {
+		t.Fatalf("%d events, want 2 (one per execution, 10 minutes apart): %+v", len(evs), evs)
+	}
+	if waited, _ := evs[1].Details["waited_seconds"].(float64); waited != 3 {
+		t.Errorf("the new execution's event: waited %v s, want 3 (%s)", waited, evs[1].Message)
+	}
+	if over, _ := evs[1].Details["over_seconds"].(float64); over != 9*60+1 {
+		t.Errorf("the new execution's event: over %v s, want 541 (since the sample before its wait began)", over)
+	}
+}
