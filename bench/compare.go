@@ -162,6 +162,10 @@ type Figure struct {
 	// its ratio is base/this, so that a ratio above 1 is better for every
 	// figure.
 	LowerIsBetter bool `json:"lower_is_better,omitempty"`
+	// Optional marks a figure that builds older than it do not measure:
+	// when a build lacks it in a round, it is left out of the comparison
+	// (SummarizeFigures names it) instead of failing the comparison.
+	Optional bool `json:"optional,omitempty"`
 }
 
 // FigureRound is what both builds measured in one round, figure by
@@ -175,10 +179,12 @@ type FigureRound struct {
 // every figure of this build's first round (in its order), the median of
 // each side, the median and spread of the per-round ratios (this/base, or
 // base/this for a lower-is-better figure) and the verdict. Every round of
-// both sides must hold every figure of the first, with a positive value.
-func SummarizeFigures(rounds []FigureRound) ([]FigureComparison, error) {
+// both sides must hold every figure of the first, with a positive value,
+// but for an Optional figure, which is left out when a build lacks it
+// (skipped names those, "VARIANT FIGURE").
+func SummarizeFigures(rounds []FigureRound) (_ []FigureComparison, skipped []string, _ error) {
 	if len(rounds) == 0 {
-		return nil, errors.New("bench compare: no rounds to summarize")
+		return nil, nil, errors.New("bench compare: no rounds to summarize")
 	}
 	find := func(fs []Figure, variant, name string) (float64, bool) {
 		for _, f := range fs {
@@ -189,13 +195,18 @@ func SummarizeFigures(rounds []FigureRound) ([]FigureComparison, error) {
 		return 0, false
 	}
 	out := make([]FigureComparison, 0, len(rounds[0].This))
+figures:
 	for _, ref := range rounds[0].This {
 		var this, base, ratios []float64
 		for r, round := range rounds {
 			va, okA := find(round.This, ref.Variant, ref.Name)
 			vb, okB := find(round.Base, ref.Variant, ref.Name)
 			if !okA || !okB {
-				return nil, fmt.Errorf("bench compare: round %d: %s %s was not measured by both builds (this %g, base %g)", r+1, ref.Variant, ref.Name, va, vb)
+				if ref.Optional {
+					skipped = append(skipped, ref.Variant+" "+ref.Name)
+					continue figures
+				}
+				return nil, nil, fmt.Errorf("bench compare: round %d: %s %s was not measured by both builds (this %g, base %g)", r+1, ref.Variant, ref.Name, va, vb)
 			}
 			ratio := va / vb
 			if ref.LowerIsBetter {
@@ -211,7 +222,7 @@ func SummarizeFigures(rounds []FigureRound) ([]FigureComparison, error) {
 		fc.Verdict = verdict(fc.MinRatio, fc.MaxRatio)
 		out = append(out, fc)
 	}
-	return out, nil
+	return out, skipped, nil
 }
 
 // Summarize compares the builds figure by figure over rounds
@@ -263,7 +274,8 @@ func Summarize(rounds []CompareRound) ([]FigureComparison, error) {
 			}
 		}
 	}
-	return SummarizeFigures(figures)
+	out, _, err := SummarizeFigures(figures) // no figure of these is optional
+	return out, err
 }
 
 // verdict judges a figure by the spread of its per-round ratios.

@@ -242,11 +242,18 @@ func TestSummarizeFigures(t *testing.T) {
 			Base: []Figure{{Variant: "yaml", Name: "keys/s", Value: baseRate}, {Variant: "yaml", Name: "B/key", Value: baseHeap, LowerIsBetter: true}},
 		}
 	}
+	// withNew adds to r a figure this build measures and the base, older,
+	// does not.
+	withNew := func(r FigureRound) FigureRound {
+		r.This = append(r.This, Figure{Variant: "yaml", Name: "new ms", Value: 5, LowerIsBetter: true, Optional: true})
+		return r
+	}
 	tests := []struct {
-		name    string
-		rounds  []FigureRound
-		want    []FigureComparison
-		wantErr string
+		name        string
+		rounds      []FigureRound
+		want        []FigureComparison
+		wantSkipped []string
+		wantErr     string
 	}{
 		{
 			name:   "faster and smaller",
@@ -269,12 +276,24 @@ func TestSummarizeFigures(t *testing.T) {
 			rounds:  []FigureRound{round(2, 0, 100, 100)},
 			wantErr: "yaml keys/s was not measured by both builds",
 		},
+		{
+			name:   "an optional figure the base does not measure",
+			rounds: []FigureRound{withNew(round(2, 2, 100, 100)), withNew(round(2, 2, 100, 100))},
+			want: []FigureComparison{
+				{Variant: "yaml", Figure: "keys/s", This: 2, Base: 2, Ratio: 1, MinRatio: 1, MaxRatio: 1, Verdict: VerdictSame},
+				{Variant: "yaml", Figure: "B/key", This: 100, Base: 100, Ratio: 1, MinRatio: 1, MaxRatio: 1, Verdict: VerdictSame, LowerIsBetter: true},
+			},
+			wantSkipped: []string{"yaml new ms"},
+		},
 		{name: "no rounds", wantErr: "no rounds"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := SummarizeFigures(tc.rounds)
+			got, skipped, err := SummarizeFigures(tc.rounds)
 			checkFigures(t, got, err, tc.want, tc.wantErr)
+			if !slices.Equal(skipped, tc.wantSkipped) {
+				t.Errorf("skipped %q, want %q", skipped, tc.wantSkipped)
+			}
 		})
 	}
 }

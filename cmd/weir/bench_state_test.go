@@ -32,7 +32,7 @@ func TestCLIBenchState(t *testing.T) {
 		if run["changed_checkpoint_entries"] != float64(30) {
 			t.Errorf("run %d: the 1%%-changed checkpoint wrote %v entries, want 30", i, run["changed_checkpoint_entries"])
 		}
-		for _, f := range []string{"heap_bytes_per_key", "checkpoint_bytes_per_key", "full_checkpoint_ms", "changed_checkpoint_ms",
+		for _, f := range []string{"heap_bytes_per_key", "checkpoint_bytes_per_key", "full_checkpoint_ms", "changed_checkpoint_ms", "changed_again_checkpoint_ms",
 			"peak_rss_bytes", "gomaxprocs", "target_heap_bytes_per_key"} {
 			if v, ok := run[f].(float64); !ok || v <= 0 {
 				t.Errorf("run %d: %s = %v, want a positive figure", i, f, run[f])
@@ -46,7 +46,7 @@ func TestCLIBenchState(t *testing.T) {
 	if text.code != ExitOK {
 		t.Fatalf("text: exit code %d\nstderr:\n%s", text.code, text.stderr)
 	}
-	for _, want := range []string{"HEAP B/KEY", "CP DISK B/KEY", "1% CP MS", "sdk", "1000", "GOMAXPROCS"} {
+	for _, want := range []string{"HEAP B/KEY", "CP DISK B/KEY", "1% CP MS", "1% AGAIN MS", "sdk", "1000", "GOMAXPROCS"} {
 		if !strings.Contains(text.stdout, want) {
 			t.Errorf("text report lacks %q:\n%s", want, text.stdout)
 		}

@@ -84,23 +84,33 @@ func TestSortStateEntriesMatchesStableSort(t *testing.T) {
 }
 
 // BenchmarkSortStateEntries sorts a full checkpoint's entries of one step:
-// keys like a Combine's, in random order over 128 key groups.
+// keys like a Combine's, in random order over 128 key groups; "in place"
+// as one worker's part (SortStateEntries), "2 parts" as two workers'
+// (SortedStateEntries). It reports the heap it allocates per sort.
 func BenchmarkSortStateEntries(b *testing.B) {
-	for _, n := range []int{100_000, 1_000_000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			r := rand.New(rand.NewPCG(1, 2))
-			src := make([]StateEntry, n)
-			for i := range src {
-				src[i] = StateEntry{Step: "Sum", KeyGroup: uint16(r.IntN(128)), Key: fmt.Appendf(nil, "\"key-%d\"", i), Value: []byte("accumulator")}
-			}
-			r.Shuffle(n, func(i, j int) { src[i], src[j] = src[j], src[i] })
+	for _, n := range []int{1000, 100_000, 1_000_000, 4_000_000} {
+		r := rand.New(rand.NewPCG(1, 2))
+		src := make([]StateEntry, n)
+		for i := range src {
+			src[i] = StateEntry{Step: "Sum", KeyGroup: uint16(r.IntN(128)), Key: fmt.Appendf(nil, "\"key-%d\"", i), Value: []byte("accumulator")}
+		}
+		r.Shuffle(n, func(i, j int) { src[i], src[j] = src[j], src[i] })
+		b.Run(fmt.Sprint("in place/", n), func(b *testing.B) {
 			es := make([]StateEntry, n)
+			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
 				b.StopTimer()
 				copy(es, src)
 				b.StartTimer()
 				SortStateEntries(es)
+			}
+		})
+		b.Run(fmt.Sprint("2 parts/", n), func(b *testing.B) {
+			parts := [][]StateEntry{src[:n/2], src[n/2:]}
+			b.ReportAllocs()
+			for range b.N {
+				_ = SortedStateEntries(parts)
 			}
 		})
 	}

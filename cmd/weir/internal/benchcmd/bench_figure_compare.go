@@ -130,11 +130,15 @@ func runFigureCompare(ctx context.Context, e *cli.Env, c figureCompare) error {
 	}
 	rep.LoadAfter, _ = bench.LoadAverage()
 	rep.Runs = rounds
-	if rep.Figures, err = bench.SummarizeFigures(rounds); err != nil {
+	var skipped []string
+	if rep.Figures, skipped, err = bench.SummarizeFigures(rounds); err != nil {
 		return cli.WithCode(cli.ExitFailure, err)
 	}
 	if c.notes != nil {
 		rep.Notes = c.notes(first[bench.SideThis], first[bench.SideBase])
+	}
+	for _, f := range skipped {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: measured by one build only (the other predates it), not compared", f))
 	}
 	if c.format == cli.FormatJSON {
 		err = cli.WriteJSON(e.Stdout, rep)
