@@ -113,3 +113,62 @@ func TestSinkBackpressureIsAnEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestSinkBackpressureEventsKeepTheirPaceThroughARescale: a job rescaled
+// while its sink holds it back is the same job, and its event log gets no
+// second sink_backpressure warning before SinkWaitEventEvery has passed —
+// the rescale's new execution waits for the sink too, and says so in the
+// job's metrics, not in a new event.
+func TestSinkBackpressureEventsKeepTheirPaceThroughARescale(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := startBroker(t, dir, "sb-in", "sb-out")
+	const bound = 256
+	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
+		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b, MaxSinkBuffer: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	j := submit(t, s, "sb", sinkBackpressureYAML, dir)
+	waitFor(t, s, j.ID, "RUNNING", func(j *record.Job) bool { return j.State == record.StateRunning })
+	publish := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := b.Publish(ctx, "sb-in", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, i%7, i), nil, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(0, 1000)
+	waitFor(t, s, j.ID, "a sink_backpressure event", func(*record.Job) bool {
+		return len(eventsOf(t, s, j.ID, record.EventSinkBackpressure)) > 0
+	})
+	if _, err := s.UpdateOptions(ctx, j.ID, record.JobOptions{NumWorkers: 2}); err != nil {
+		t.Fatalf("rescaling: %v", err)
+	}
+	publish(1000, 2000)
+	waitFor(t, s, j.ID, "the rescaled execution waiting for its sink", func(*record.Job) bool {
+		m, err := s.Metrics(j.ID)
+		return err == nil && m.SinkWaitSeconds > 0 // the new execution's own count
+	})
+	// The supervisor samples the execution at every checkpoint interval
+	// and notifies a change each time: twenty notices are several samples
+	// since the wait.
+	for range 20 {
+		select {
+		case <-s.core.Changes.Next():
+		case <-time.After(time.Second):
+		}
+	}
+	evs := eventsOf(t, s, j.ID, record.EventSinkBackpressure)
+	if len(evs) != 1 {
+		t.Errorf("%d sink_backpressure events, want 1 (the rescale is no new episode): %+v", len(evs), evs)
+	}
+	for _, ev := range evs {
+		// The span is dated in the service's clock, as its samples are.
+		if over, _ := ev.Details["over_seconds"].(float64); over < 0 || strings.Contains(ev.Message, " 0.0 s") {
+			t.Errorf("event %q: over_seconds %v, want a span of 0 or more and no wait rounded to 0.0", ev.Message, ev.Details["over_seconds"])
+		}
+	}
+}

@@ -26,9 +26,13 @@ const FinalCheckpointTimeout = time.Minute
 
 // jobRun is a live execution of a job, watched by one supervisor goroutine.
 type Run struct {
-	ID, Name     string
-	lineage      string // the store key of its state (Job.stateLineage)
-	started      time.Time
+	ID, Name string
+	lineage  string // the store key of its state (Job.stateLineage)
+	started  time.Time
+	// startedAt is when the execution started in the service's clock
+	// (Core.Now, which tests may set), what the supervisor's samples are
+	// dated in; started is the wall clock's, which tells executions apart.
+	startedAt    time.Time
 	Prog         *contract.Program
 	X            *runner.Execution
 	Checkpointed bool
@@ -231,6 +235,7 @@ func (tx *Tx) RecordStarted(j *record.Job, jr *Run) error {
 // delivery fields but writes nothing to the registry.
 func (s *Core) StartExecution(ctx context.Context, j *record.Job, prog *contract.Program, restore *contract.Restore, adopt *runner.Adoption) (*Run, error) {
 	jr := &Run{ID: j.ID, Name: j.Name, lineage: j.StateKey(), started: time.Now(), Prog: prog, sampler: newSampler(prog.Graph), base: j.Counters}
+	jr.startedAt = s.Now()
 	jr.DeadLetters.Store(j.DeadLetters) // counted on from the job's record
 	if adopt != nil {
 		// A rescale: the execution it replaces is still the job's entry

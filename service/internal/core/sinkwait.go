@@ -55,7 +55,7 @@ func (s *Core) noteSinkWait(jr *Run, now time.Time, res *runner.Result) {
 		if w.pending == 0 {
 			w.from = prev
 			if w.from.IsZero() {
-				w.from = jr.started
+				w.from = jr.startedAt
 			}
 		}
 		w.pending += d
@@ -70,8 +70,8 @@ func (s *Core) noteSinkWait(jr *Run, now time.Time, res *runner.Result) {
 	if over > 0 {
 		frac = min(waited/over, 1)
 	}
-	msg := fmt.Sprintf("the sources waited %.1f s of the last %.1f s for the sinks to commit: the sinks held more than %s between two checkpoints, so the job reads no faster than they commit (a shorter --checkpoint-interval commits smaller batches; the server's --max-sink-buffer sets the bound)",
-		waited, over, byteSize(s.Opts.MaxSinkBuffer))
+	msg := fmt.Sprintf("the sources waited %s s of the last %s s for the sinks to commit: the sinks held more than %s between two checkpoints, so the job reads no faster than they commit (a shorter --checkpoint-interval commits smaller batches; the server's --max-sink-buffer sets the bound)",
+		secondsText(waited), secondsText(over), byteSize(s.Opts.MaxSinkBuffer))
 	s.EmitRun(jr, record.EventSinkBackpressure, record.SeverityWarning, msg, map[string]any{
 		"waited_seconds": waited, "over_seconds": over, "waited_fraction": frac,
 		"held_bytes": res.SinkBufferedBytes, "max_bytes": s.Opts.MaxSinkBuffer,
@@ -88,6 +88,15 @@ func inheritSinkWait(jr, old *Run) {
 		jr.sinkWait.told = time.Unix(0, ns)
 		jr.sinkToldAt.Store(ns)
 	}
+}
+
+// secondsText formats seconds for a message: 12.5, 0.048 (a short wait
+// is not rounded away to 0.0).
+func secondsText(x float64) string {
+	if x < 1 {
+		return fmt.Sprintf("%.3f", x)
+	}
+	return fmt.Sprintf("%.1f", x)
 }
 
 // byteSize formats n bytes for a message: 64 MiB, 1.5 GiB, 900 KiB, 12 B.

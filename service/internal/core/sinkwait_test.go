@@ -41,7 +41,7 @@ func TestSinkWaitEvents(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			jr := &Run{ID: fmt.Sprintf("job-%d", i), started: t0, recorded: true}
+			jr := &Run{ID: fmt.Sprintf("job-%d", i), startedAt: t0, recorded: true}
 			for _, sm := range tt.samples {
 				s.noteSinkWait(jr, t0.Add(sm.at), &runner.Result{Workers: 2, SinkWaitMillis: sm.waited, BufferingSinks: true, SinkBufferedBytes: 99})
 			}
@@ -78,11 +78,11 @@ func TestSinkWaitEventsAcrossARescale(t *testing.T) {
 	res := func(waited int64) *runner.Result {
 		return &runner.Result{Workers: 1, SinkWaitMillis: waited, BufferingSinks: true}
 	}
-	old := &Run{ID: "job-1", started: t0, recorded: true}
+	old := &Run{ID: "job-1", startedAt: t0, recorded: true}
 	s.noteSinkWait(old, t0.Add(time.Second), res(0))
 	s.noteSinkWait(old, t0.Add(2*time.Second), res(500)) // told
 	// The rescale: a new execution, its counters from zero.
-	jr := &Run{ID: "job-1", started: t0.Add(time.Minute), recorded: true}
+	jr := &Run{ID: "job-1", startedAt: t0.Add(time.Minute), recorded: true}
 	inheritSinkWait(jr, old)
 	s.noteSinkWait(jr, t0.Add(61*time.Second), res(0))
 	s.noteSinkWait(jr, t0.Add(2*time.Minute), res(3000)) // held back
