@@ -50,8 +50,10 @@ type Run struct {
 	// for its sinks (sinkwait.go; supervise only).
 	sinkWait sinkWaitWatch
 	// sinkToldAt is when the supervisor last recorded a sink_backpressure
-	// event (Unix ns, 0: never): read by the execution that replaces this
-	// one at a rescale (inheritSinkWait).
+	// event (Unix ns of the service's clock, 0: never): written by the
+	// supervisor, read by it and by the execution that replaces this one
+	// at a rescale (inheritSinkWait), so that the job gets one event every
+	// SinkWaitEventEvery however often it is rescaled.
 	sinkToldAt atomic.Int64
 
 	// cpMu serialises checkpoints of the execution from taking to commit

@@ -22,7 +22,9 @@ import (
 const SinkWaitEventEvery = 10 * time.Minute
 
 // sinkWaitWatch is what the supervisor saw of an execution's waits for
-// its sinks. Only the execution's supervisor reads and writes it.
+// its sinks. Only the execution's supervisor reads and writes it; when
+// the last event was recorded is Run.sinkToldAt, which the execution
+// replacing this one at a rescale starts from.
 type sinkWaitWatch struct {
 	// seen is the execution's SinkWaitMillis at the last sample.
 	seen int64
@@ -30,11 +32,6 @@ type sinkWaitWatch struct {
 	// from; from is zero when nothing is pending.
 	pending int64
 	from    time.Time
-	// told is when the last event was recorded (zero: none yet). An
-	// execution that replaces another of the same job (a rescale) starts
-	// from the other's (Run.sinkToldAt), so that the job's event log gets
-	// one event every SinkWaitEventEvery however often it is rescaled.
-	told time.Time
 	// last is the previous sample's time.
 	last time.Time
 }
@@ -60,7 +57,7 @@ func (s *Core) noteSinkWait(jr *Run, now time.Time, res *runner.Result) {
 		}
 		w.pending += d
 	}
-	if w.pending == 0 || (!w.told.IsZero() && now.Sub(w.told) < SinkWaitEventEvery) {
+	if told := jr.sinkToldAt.Load(); w.pending == 0 || (told != 0 && now.Sub(time.Unix(0, told)) < SinkWaitEventEvery) {
 		return
 	}
 	workers := max(res.Workers, 1)
@@ -76,19 +73,14 @@ func (s *Core) noteSinkWait(jr *Run, now time.Time, res *runner.Result) {
 		"waited_seconds": waited, "over_seconds": over, "waited_fraction": frac,
 		"held_bytes": res.SinkBufferedBytes, "max_bytes": s.Opts.MaxSinkBuffer,
 	})
-	w.told, w.pending, w.from = now, 0, time.Time{}
+	w.pending, w.from = 0, time.Time{}
 	jr.sinkToldAt.Store(now.UnixNano())
 }
 
 // inheritSinkWait starts jr's watch from the last sink_backpressure event
 // of old, the execution of the same job it replaces. Called before jr's
 // supervisor starts; old's supervisor may still run (sinkToldAt is atomic).
-func inheritSinkWait(jr, old *Run) {
-	if ns := old.sinkToldAt.Load(); ns != 0 {
-		jr.sinkWait.told = time.Unix(0, ns)
-		jr.sinkToldAt.Store(ns)
-	}
-}
+func inheritSinkWait(jr, old *Run) { jr.sinkToldAt.Store(old.sinkToldAt.Load()) }
 
 // secondsText formats seconds for a message: 12.5, 0.048 (a short wait
 // is not rounded away to 0.0).
