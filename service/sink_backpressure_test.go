@@ -29,6 +29,41 @@ const sinkBackpressureYAML = `pipeline:
       config: {topic: sb-out}
 `
 
+// sinkBoundBytes is the MaxSinkBuffer of the sink backpressure tests:
+// a few messages fill it.
+const sinkBoundBytes = 256
+
+// startSinkBoundJob opens a service whose jobs' sinks may hold
+// sinkBoundBytes between checkpoints, on an embedded broker with the
+// topics of sinkBackpressureYAML (and a subscription sb-check to its
+// output), and runs that pipeline as job "sb". publish sends messages
+// from to to on its input, which the job reads from its start on.
+func startSinkBoundJob(t *testing.T) (s *Service, b *pubsub.Broker, j *record.Job, publish func(from, to int)) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	b = startBroker(t, dir, "sb-in", "sb-out")
+	if _, err := b.CreateSubscription(ctx, "sb-check", "sb-out", pubsub.SubscriptionConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
+		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b, MaxSinkBuffer: sinkBoundBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	j = submit(t, s, "sb", sinkBackpressureYAML, dir)
+	waitFor(t, s, j.ID, "RUNNING", func(j *record.Job) bool { return j.State == record.StateRunning })
+	publish = func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := b.Publish(ctx, "sb-in", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, i%7, i), nil, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return s, b, j, publish
+}
+
 // TestSinkBackpressureIsAnEvent: a job whose Pub/Sub sink holds more than
 // the server's MaxSinkBuffer between checkpoints waits for its sink, and
 // its user is told: a sink_backpressure warning with the bound and the
@@ -38,26 +73,9 @@ const sinkBackpressureYAML = `pipeline:
 func TestSinkBackpressureIsAnEvent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	b := startBroker(t, dir, "sb-in", "sb-out")
-	if _, err := b.CreateSubscription(ctx, "sb-check", "sb-out", pubsub.SubscriptionConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	const n, bound = 3000, 256
-	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
-		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b, MaxSinkBuffer: bound})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
-	j := submit(t, s, "sb", sinkBackpressureYAML, dir)
-	waitFor(t, s, j.ID, "RUNNING", func(j *record.Job) bool { return j.State == record.StateRunning })
-	// The job's subscription reads what is published from its start on.
-	for i := range n {
-		if _, err := b.Publish(ctx, "sb-in", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, i%7, i), nil, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
+	const n = 3000
+	s, b, j, publish := startSinkBoundJob(t)
+	publish(0, n)
 
 	waitFor(t, s, j.ID, "a sink_backpressure event", func(*record.Job) bool {
 		return len(eventsOf(t, s, j.ID, record.EventSinkBackpressure)) > 0
@@ -69,8 +87,8 @@ func TestSinkBackpressureIsAnEvent(t *testing.T) {
 	if w, _ := ev.Details["waited_seconds"].(float64); w <= 0 {
 		t.Errorf("event details %v: want waited_seconds above 0", ev.Details)
 	}
-	if m, _ := ev.Details["max_bytes"].(float64); m != bound {
-		t.Errorf("event details %v: want max_bytes %d", ev.Details, bound)
+	if m, _ := ev.Details["max_bytes"].(float64); m != sinkBoundBytes {
+		t.Errorf("event details %v: want max_bytes %d", ev.Details, sinkBoundBytes)
 	}
 	m, err := s.Metrics(j.ID)
 	if err != nil {
@@ -122,24 +140,7 @@ func TestSinkBackpressureIsAnEvent(t *testing.T) {
 func TestSinkBackpressureEventsKeepTheirPaceThroughARescale(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	b := startBroker(t, dir, "sb-in", "sb-out")
-	const bound = 256
-	s, err := Open(ctx, Options{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 50 * time.Millisecond,
-		Clock: testClock{base: time.Now()}, Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Broker: b, MaxSinkBuffer: bound})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(context.Background()) })
-	j := submit(t, s, "sb", sinkBackpressureYAML, dir)
-	waitFor(t, s, j.ID, "RUNNING", func(j *record.Job) bool { return j.State == record.StateRunning })
-	publish := func(from, to int) {
-		for i := from; i < to; i++ {
-			if _, err := b.Publish(ctx, "sb-in", fmt.Appendf(nil, `{"key": "k%d", "n": %d}`, i%7, i), nil, ""); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	s, _, j, publish := startSinkBoundJob(t)
 	publish(0, 1000)
 	waitFor(t, s, j.ID, "a sink_backpressure event", func(*record.Job) bool {
 		return len(eventsOf(t, s, j.ID, record.EventSinkBackpressure)) > 0
