@@ -279,10 +279,14 @@ func (s *Server) deadLetterNacked(ctx context.Context, sub *subscription, ids []
 
 // autoAck acknowledges a delivery the client never sees (filtered out, or
 // dead-lettered), with the same record as a client's acknowledgement.
+// The acknowledgement outlives the request that fetched the delivery: a
+// client that closes its stream while a filtered-out message is being
+// screened would otherwise leave that message pending, and counted in the
+// backlog, until its ack deadline and a later pull.
 func (s *Server) autoAck(ctx context.Context, sub *subscription, id string) error {
 	// A streaming pull's context has no deadline, which the flush of the
 	// acknowledgement needs.
-	ctx, cancel := context.WithTimeout(ctx, autoAckTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), autoAckTimeout)
 	defer cancel()
 	done, err := s.ack(ctx, sub, []string{id})
 	if err != nil {

@@ -175,6 +175,29 @@ func TestSubscriptionFilter(t *testing.T) {
 	}
 }
 
+// TestFilteredAckOutlivesItsRequest: the server's own acknowledgement of a
+// message the client never sees (one its filter drops) lands even when the
+// request that fetched it has ended — a Receive that returns while a
+// filtered-out message is in flight must not leave it pending.
+func TestFilteredAckOutlivesItsRequest(t *testing.T) {
+	f := start(t, pubsubgrpc.Options{PullWait: 300 * time.Millisecond})
+	ctx := context.Background()
+	f.topic(t, "t")
+	f.subscription(t, "s", "t", false, 0)
+	f.publishOne(t, "t", "dropped", nil)
+	got := f.pullOnce(t, "s")
+	if len(got) != 1 {
+		t.Fatalf("pulled %d messages, want 1", len(got))
+	}
+	if err := f.srv.AutoAckAfterEnd("s", got[0].GetAckId()); err != nil {
+		t.Fatalf("an acknowledgement after its request ended: %v", err)
+	}
+	info, err := f.b.Subscription(ctx, "s")
+	if err != nil || info.Backlog != 0 {
+		t.Fatalf("backlog after the acknowledgement: %+v, %v", info, err)
+	}
+}
+
 // TestExactlyOnceDelivery: with enable_exactly_once_delivery, Google's Go
 // client acknowledges with results, and they succeed.
 func TestExactlyOnceDelivery(t *testing.T) {
