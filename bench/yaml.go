@@ -67,7 +67,8 @@ pipeline:
 
 // runYAML loads YAMLText into a temporary directory, runs it and tallies
 // the file it wrote. The elapsed time covers loading and running, not the
-// tally.
+// tally; the tally's CPU time and page faults are returned apart
+// (Outcome.checkCPU), for Run to leave out too.
 func runYAML(ctx context.Context, v Variant, cfg Config, logger *slog.Logger) (Outcome, error) {
 	dir, err := os.MkdirTemp("", "weir-bench-yaml-")
 	if err != nil {
@@ -84,11 +85,14 @@ func runYAML(ctx context.Context, v Variant, cfg Config, logger *slog.Logger) (O
 		return Outcome{}, fmt.Errorf("running the %s pipeline: %w", v, err)
 	}
 	elapsed := time.Since(start)
+	cpu0, faults0 := processCPU(), minorFaults()
 	var t Tally
 	if err := tallyJSONLines(filepath.Join(dir, yamlOutput), &t); err != nil {
 		return Outcome{}, fmt.Errorf("%s: %w", v, err)
 	}
-	return t.outcome(v, res.Step(sourceStep).ElementsOut, elapsed), nil
+	o := t.outcome(v, res.Step(sourceStep).ElementsOut, elapsed)
+	o.checkCPU, o.checkFaults = processCPU()-cpu0, minorFaults()-faults0
+	return o, nil
 }
 
 // sumRow is one output row of the YAML variant.

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"cmp"
-	"container/heap"
 	"fmt"
 	"slices"
 	"unsafe"
@@ -38,21 +37,11 @@ func timerAt(t mtime.Time, kg uint16, k *aggKey, w window.Window) timerRef {
 	return timerRef{t: t, kg: kg, hi: k.hi, key: k.enc(), w: w}
 }
 
+// timerHeap is an aggregation's timers in order of time (heapPush,
+// heapPop).
 type timerHeap []timerRef
 
-func (h timerHeap) Len() int           { return len(h) }
-func (h timerHeap) Less(i, j int) bool { return h[i].t < h[j].t }
-func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerRef)) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	// The key's encoding points into its record: a popped slot left as
-	// it was would keep a closed key's record alive.
-	old[len(old)-1] = timerRef{}
-	*h = old[:len(old)-1]
-	return x
-}
+func (h timerHeap) less(i, j int) bool { return h[i].t < h[j].t }
 
 // shrink gives back the memory of a heap that fell below a quarter of
 // its array (shrunk).
@@ -260,8 +249,8 @@ func (n *aggNode) adopt(olds []node) {
 		}
 	})
 	if !whole {
-		heap.Init(&n.events)
-		heap.Init(&n.deadlines)
+		heapInit(n.events)
+		heapInit(n.deadlines)
 	}
 	n.nkeys = n.countKeys()
 	if n.ek == nil && oldEK != nil {
@@ -421,7 +410,7 @@ func (n *aggNode) processAligned(_ int, b bundle) error {
 		n.m.OnElement(&ws.st, now)
 		if !hadDeadline {
 			if d := n.m.NextDeadline(&ws.st); d != 0 {
-				heap.Push(&n.deadlines, timerAt(d, kg, k, ws.w))
+				heapPush(&n.deadlines, timerAt(d, kg, k, ws.w))
 			}
 		}
 		// Triggers are evaluated once after the bundle (as Beam does), and only
@@ -548,7 +537,7 @@ func (n *aggNode) pushEvent(ref timerRef) {
 	if n.far.keep(ref.t) {
 		return
 	}
-	heap.Push(&n.events, ref)
+	heapPush(&n.events, ref)
 }
 
 // loadFarTimers puts the timers kept out of the heap into it: for every
@@ -581,7 +570,7 @@ func (n *aggNode) loadFarTimers() {
 	})
 	n.far.loaded()
 	for _, r := range refs {
-		heap.Push(&n.events, r)
+		heapPush(&n.events, r)
 	}
 }
 
@@ -643,7 +632,7 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 		return nil
 	}
 	if d := n.m.NextDeadline(&ws.st); d != 0 {
-		heap.Push(&n.deadlines, timerAt(d, kg, k, ws.w))
+		heapPush(&n.deadlines, timerAt(d, kg, k, ws.w))
 	}
 	return nil
 }
@@ -668,7 +657,7 @@ func (n *aggNode) eventTime(wm mtime.Time) error {
 		n.loadFarTimers()
 	}
 	for len(n.events) > 0 && eventTimerDue(n.events[0].t, wm) {
-		ref := heap.Pop(&n.events).(timerRef)
+		ref := heapPop(&n.events)
 		if k, ws := n.lookup(ref); ws != nil {
 			if err := n.evaluate(ref.kg, k, ws, now); err != nil {
 				return err
@@ -709,7 +698,7 @@ func (n *aggNode) nextDeadline() mtime.Time {
 // processingTime evaluates the windows whose trigger deadlines are due by now.
 func (n *aggNode) processingTime(now mtime.Time) error {
 	for len(n.deadlines) > 0 && n.deadlines[0].t <= now {
-		ref := heap.Pop(&n.deadlines).(timerRef)
+		ref := heapPop(&n.deadlines)
 		k, ws := n.lookup(ref)
 		if ws == nil || n.m.NextDeadline(&ws.st) != ref.t {
 			continue

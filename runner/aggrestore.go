@@ -4,8 +4,6 @@ package runner
 // plain restore; a re-keying one is in rekey.go).
 
 import (
-	"container/heap"
-
 	"github.com/weir-dev/weir/mtime"
 )
 
@@ -86,7 +84,7 @@ func (n *aggNode) setTimers(kg uint16, k *aggKey) {
 		ws := k.win(i)
 		n.setEventTimers(kg, k, ws)
 		if d := n.m.NextDeadline(&ws.st); d != 0 {
-			heap.Push(&n.deadlines, timerAt(d, kg, k, ws.w))
+			heapPush(&n.deadlines, timerAt(d, kg, k, ws.w))
 		}
 		if hold && ws.st.NewData() && !ws.held() {
 			ws.setMark(markHeld, true)

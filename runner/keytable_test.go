@@ -340,11 +340,11 @@ func TestTimerHeapGivesMemoryBack(t *testing.T) {
 	var h timerHeap
 	const n = 4 * minShrinkTimers
 	for i := range n {
-		heap.Push(&h, timerRef{t: mtime.Time((i * 7919) % n), key: "k"})
+		heapPush(&h, timerRef{t: mtime.Time((i * 7919) % n), key: "k"})
 	}
 	var fired []mtime.Time
 	for range n - n/8 {
-		fired = append(fired, heap.Pop(&h).(timerRef).t)
+		fired = append(fired, heapPop(&h).t)
 	}
 	for i, r := range h[len(h):cap(h)] {
 		if r.key != "" {
@@ -356,8 +356,8 @@ func TestTimerHeapGivesMemoryBack(t *testing.T) {
 	if cap(h) >= before/2 || len(h) != n/8 {
 		t.Fatalf("after shrink: len %d cap %d, was cap %d", len(h), cap(h), before)
 	}
-	for h.Len() > 0 {
-		fired = append(fired, heap.Pop(&h).(timerRef).t)
+	for len(h) > 0 {
+		fired = append(fired, heapPop(&h).t)
 	}
 	if !slices.IsSorted(fired) || len(fired) != n {
 		t.Fatalf("%d timers fired, in order: %v", len(fired), slices.IsSorted(fired))
@@ -371,10 +371,62 @@ func TestTimerHeapGivesMemoryBack(t *testing.T) {
 	// A stateful step's timers likewise.
 	var sf sfTimerHeap
 	for i := range 3 {
-		heap.Push(&sf, sfTimerRef{t: mtime.Time(i), key: "k"})
+		heapPush(&sf, sfTimerRef{t: mtime.Time(i), key: "k"})
 	}
-	heap.Pop(&sf)
+	heapPop(&sf)
 	if r := sf[:cap(sf)][len(sf)]; r.key != "" {
 		t.Error("a stateful step's popped timer still holds its key")
+	}
+}
+
+// refHeap is timerHeap under container/heap, the order timers fired in
+// before the runner's own heap functions.
+type refHeap []timerRef
+
+func (h refHeap) Len() int           { return len(h) }
+func (h refHeap) Less(i, j int) bool { return h[i].t < h[j].t }
+func (h refHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *refHeap) Push(x any)        { *h = append(*h, x.(timerRef)) }
+func (h *refHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// TestTimerHeapKeepsTheFiringOrder: timers due at the same time fire in
+// the order container/heap gave them (an upgraded runner replays a
+// restored job's timers as the old one did), through pushes and pops in
+// any mix and a heap built at once from a restore.
+func TestTimerHeapKeepsTheFiringOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for round := range 20 {
+		var got timerHeap
+		var want refHeap
+		var fromGot, fromWant []string
+		initial := rng.IntN(200)
+		for i := range initial {
+			r := timerRef{t: mtime.Time(rng.IntN(8)), key: fmt.Sprintf("r%d-init%d", round, i)}
+			got, want = append(got, r), append(want, r)
+		}
+		heapInit(got)
+		heap.Init(&want)
+		for i := range 2000 {
+			if rng.IntN(3) == 0 && len(got) > 0 {
+				fromGot = append(fromGot, heapPop(&got).key)
+				fromWant = append(fromWant, heap.Pop(&want).(timerRef).key)
+				continue
+			}
+			r := timerRef{t: mtime.Time(rng.IntN(8)), key: fmt.Sprintf("r%d-%d", round, i)}
+			heapPush(&got, r)
+			heap.Push(&want, r)
+		}
+		for len(got) > 0 {
+			fromGot = append(fromGot, heapPop(&got).key)
+			fromWant = append(fromWant, heap.Pop(&want).(timerRef).key)
+		}
+		if !slices.Equal(fromGot, fromWant) {
+			t.Fatalf("round %d: timers fired in another order than container/heap's", round)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"cmp"
-	"container/heap"
 	"fmt"
 	"slices"
 
@@ -172,23 +171,15 @@ type sfTimerRef struct {
 	id  string // "" is the window's garbage-collection timer
 }
 
+// sfTimerHeap is a stateful step's timers in order of time, then of
+// setting (heapPush, heapPop).
 type sfTimerHeap []sfTimerRef
 
-func (h sfTimerHeap) Len() int { return len(h) }
-func (h sfTimerHeap) Less(i, j int) bool {
+func (h sfTimerHeap) less(i, j int) bool {
 	if h[i].t != h[j].t {
 		return h[i].t < h[j].t
 	}
 	return h[i].seq < h[j].seq
-}
-func (h sfTimerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *sfTimerHeap) Push(x any)   { *h = append(*h, x.(sfTimerRef)) }
-func (h *sfTimerHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	old[len(old)-1] = sfTimerRef{} // a popped slot keeps no key's string alive
-	*h = old[:len(old)-1]
-	return x
 }
 
 // sfContext is the runner's side of the StateContext a stateful DoFn is
@@ -391,8 +382,8 @@ func (n *statefulNode) adopt(olds []node) {
 		n.far.join(old.far)
 	})
 	if !whole {
-		heap.Init(&n.events)
-		heap.Init(&n.proc)
+		heapInit(n.events)
+		heapInit(n.proc)
 	}
 	n.nkeys = n.countKeys()
 }
@@ -509,9 +500,9 @@ func (n *statefulNode) pushTimer(domain graph.TimeDomain, ref sfTimerRef) {
 	n.seq++
 	ref.seq = n.seq
 	if domain == graph.ProcessingTime {
-		heap.Push(&n.proc, ref)
+		heapPush(&n.proc, ref)
 	} else {
-		heap.Push(&n.events, ref)
+		heapPush(&n.events, ref)
 	}
 }
 
@@ -651,7 +642,7 @@ func (n *statefulNode) eventTime(wm mtime.Time) error {
 		n.loadFarTimers()
 	}
 	for len(n.events) > 0 && eventTimerDue(n.events[0].t, wm) {
-		ref := heap.Pop(&n.events).(sfTimerRef)
+		ref := heapPop(&n.events)
 		if err := n.fire(ref, graph.EventTime, ref.t); err != nil {
 			return err
 		}
@@ -680,7 +671,7 @@ func (n *statefulNode) finish() error {
 	fired := 0
 	for len(n.events) > 0 || len(proc) > 0 {
 		for len(n.events) > 0 {
-			ref := heap.Pop(&n.events).(sfTimerRef)
+			ref := heapPop(&n.events)
 			if ref.id == "" {
 				continue
 			}
@@ -692,7 +683,7 @@ func (n *statefulNode) finish() error {
 			}
 		}
 		for len(proc) > 0 {
-			ref := heap.Pop(&proc).(sfTimerRef)
+			ref := heapPop(&proc)
 			if err := n.fire(ref, graph.ProcessingTime, n.outputTimeForProcessing(ref.w)); err != nil {
 				return err
 			}
@@ -727,7 +718,7 @@ func (n *statefulNode) nextDeadline() mtime.Time {
 // processingTime fires the processing-time timers due by now.
 func (n *statefulNode) processingTime(now mtime.Time) error {
 	for len(n.proc) > 0 && n.proc[0].t <= now {
-		ref := heap.Pop(&n.proc).(sfTimerRef)
+		ref := heapPop(&n.proc)
 		if err := n.fire(ref, graph.ProcessingTime, n.outputTimeForProcessing(ref.w)); err != nil {
 			return err
 		}
