@@ -455,3 +455,64 @@ func TestWallClock(t *testing.T) {
 		t.Errorf("WallClock.Now() = %d, want within [%d, %d]", got, before, after)
 	}
 }
+
+// TestAppendFormatMatchesTheLayout: AppendFormat's own date arithmetic
+// renders every instant as time.Time does with RFC3339Milli — the
+// boundaries of its years 0000 to 9999, leap days (1600, 1900, 2000,
+// 2100), instants before the epoch, and instants drawn at random over
+// the whole range of event time — and keeps what dst held.
+func TestAppendFormatMatchesTheLayout(t *testing.T) {
+	want := func(tt Time) string {
+		switch {
+		case tt <= MinTimestamp:
+			return "-inf"
+		case tt >= MaxTimestamp:
+			return "+inf"
+		}
+		return time.UnixMilli(int64(tt)).UTC().Format(RFC3339Milli)
+	}
+	cases := []Time{
+		0, 1, -1, 999, -999, -1000, -1001, 86_399_999, -86_400_000, -86_400_001,
+		firstFastYear - 1, firstFastYear, firstFastYear + 1,
+		afterFastYears - 1, afterFastYears, afterFastYears + 1,
+		MinTimestamp, MinTimestamp + 1, MaxTimestamp - 1, MaxTimestamp, EndOfGlobalWindow,
+	}
+	for _, day := range []string{"1600-02-29", "1700-02-28", "1700-03-01", "1900-02-28", "1900-03-01",
+		"2000-02-29", "2000-03-01", "2024-02-29", "2100-02-28", "2100-03-01", "0000-02-29", "9999-12-31"} {
+		d := mustParse(t, day+"T00:00:00Z")
+		cases = append(cases, d-1, d, d+86_399_999)
+	}
+	rng := uint64(1)
+	for range 200_000 {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		span := uint64(afterFastYears-firstFastYear) + 2_000_000_000_000
+		cases = append(cases, firstFastYear-1_000_000_000_000+Time(rng%span))
+		cases = append(cases, Time(int64(rng>>1)-int64(1<<62))) // the whole range
+	}
+	for _, tt := range cases {
+		got := string(tt.AppendFormat([]byte("x=")))
+		if w := "x=" + want(tt); got != w {
+			t.Fatalf("Time(%d).AppendFormat = %q, want %q", int64(tt), got, w)
+		}
+		if f := tt.Format(); f != want(tt) {
+			t.Fatalf("Time(%d).Format() = %q, want %q", int64(tt), f, want(tt))
+		}
+	}
+}
+
+// BenchmarkAppendFormat measures the rendering of a window's bound, as a
+// sink writes two per row.
+func BenchmarkAppendFormat(b *testing.B) {
+	buf := make([]byte, 0, 64)
+	tt := Time(1_772_359_500_123)
+	b.Run("own", func(b *testing.B) {
+		for i := range b.N {
+			buf = (tt + Time(i)).AppendFormat(buf[:0])
+		}
+	})
+	b.Run("layout", func(b *testing.B) {
+		for i := range b.N {
+			buf = (tt + Time(i)).ToTime().AppendFormat(buf[:0], RFC3339Milli)
+		}
+	})
+}

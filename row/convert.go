@@ -374,7 +374,7 @@ func AppendText(dst []byte, v any) []byte {
 	case bool:
 		return strconv.AppendBool(dst, x)
 	case mtime.Time:
-		return append(dst, x.Format()...)
+		return x.AppendFormat(dst)
 	}
 	return AppendJSONValue(dst, v)
 }

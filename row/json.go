@@ -53,7 +53,8 @@ func AppendJSONValue(dst []byte, v any) []byte {
 	case string:
 		return AppendJSONString(dst, x)
 	case mtime.Time:
-		return AppendJSONString(dst, x.Format())
+		// A timestamp's characters need no escaping.
+		return append(x.AppendFormat(append(dst, '"')), '"')
 	case *Row:
 		return AppendJSON(dst, x)
 	case []any:

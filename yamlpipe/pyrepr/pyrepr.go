@@ -31,7 +31,7 @@ func AppendStr(dst []byte, v any) []byte {
 	case float64:
 		return AppendFloat(dst, x)
 	case mtime.Time:
-		return append(dst, x.Format()...)
+		return x.AppendFormat(dst)
 	}
 	return AppendJSON(dst, v)
 }
