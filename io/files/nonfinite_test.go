@@ -34,6 +34,8 @@ func TestJSONSinkRejectsNonFinite(t *testing.T) {
 		{name: "NaN", elems: []contract.Element{r("a", 1.5), r("b", math.NaN()), r("c", 3)}, rejected: []int{1}, wantLines: 2, where: "field x is NaN"},
 		{name: "+Inf", elems: []contract.Element{r("a", math.Inf(1))}, rejected: []int{0}, wantLines: 0, where: "field x is +Inf"},
 		{name: "nested -Inf", elems: []contract.Element{{Value: []any{1.0, math.Inf(-1)}}, r("b", 0)}, rejected: []int{0}, wantLines: 1, where: "field [1] is -Inf"},
+		{name: "in a map", elems: []contract.Element{{Value: map[string]any{"m": math.NaN()}}, {Value: map[string]any{"m": 1.0}}}, rejected: []int{0}, wantLines: 1, where: "field m is NaN"},
+		{name: "float32", elems: []contract.Element{{Value: float32(math.Inf(1))}, {Value: float32(2)}}, rejected: []int{0}, wantLines: 1, where: "the value is +Inf"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

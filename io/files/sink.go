@@ -329,7 +329,8 @@ func (e *encoder) write(path string, elems []contract.Element, rejects []contrac
 }
 
 func (e *encoder) writeJSON(v any) error {
-	if where, f, bad := nonFinite(v, ""); bad {
+	if !finite(v) {
+		where, f, _ := nonFinite(v, "")
 		if where == "" {
 			return fmt.Errorf("the value is %v: %w", f, errNonFinite)
 		}
@@ -486,6 +487,41 @@ func (e *encoder) flush() error {
 		}
 	}
 	return e.w.Flush()
+}
+
+// finite reports whether v (a row, a list, a map or a scalar) holds no NaN
+// or infinite float. It is nonFinite without the field paths, which cost
+// a string per field of every row written.
+func finite(v any) bool {
+	switch x := v.(type) {
+	case float64:
+		return !math.IsNaN(x) && !math.IsInf(x, 0)
+	case float32:
+		f := float64(x)
+		return !math.IsNaN(f) && !math.IsInf(f, 0)
+	case *row.Row:
+		if x == nil {
+			return true
+		}
+		for i := range x.Schema.Fields {
+			if i < len(x.Values) && !finite(x.Values[i]) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if !finite(e) {
+				return false
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if !finite(e) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // nonFinite finds a NaN or infinite float in v (a row, a list, a map or a
