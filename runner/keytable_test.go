@@ -340,14 +340,14 @@ func TestTimerHeapGivesMemoryBack(t *testing.T) {
 	var h timerHeap
 	const n = 4 * minShrinkTimers
 	for i := range n {
-		heapPush(&h, timerRef{t: mtime.Time((i * 7919) % n), key: "k"})
+		heapPush(&h, timerRef{t: mtime.Time((i * 7919) % n), k: &aggKey{}})
 	}
 	var fired []mtime.Time
 	for range n - n/8 {
 		fired = append(fired, heapPop(&h).t)
 	}
 	for i, r := range h[len(h):cap(h)] {
-		if r.key != "" {
+		if r.k != nil {
 			t.Fatalf("popped slot %d still holds its key", len(h)+i)
 		}
 	}
@@ -403,27 +403,27 @@ func TestTimerHeapKeepsTheFiringOrder(t *testing.T) {
 	for round := range 20 {
 		var got timerHeap
 		var want refHeap
-		var fromGot, fromWant []string
+		var fromGot, fromWant []*aggKey
 		initial := rng.IntN(200)
 		for i := range initial {
-			r := timerRef{t: mtime.Time(rng.IntN(8)), key: fmt.Sprintf("r%d-init%d", round, i)}
+			r := timerRef{t: mtime.Time(rng.IntN(8)), k: &aggKey{hi: uint32(i)}}
 			got, want = append(got, r), append(want, r)
 		}
 		heapInit(got)
 		heap.Init(&want)
 		for i := range 2000 {
 			if rng.IntN(3) == 0 && len(got) > 0 {
-				fromGot = append(fromGot, heapPop(&got).key)
-				fromWant = append(fromWant, heap.Pop(&want).(timerRef).key)
+				fromGot = append(fromGot, heapPop(&got).k)
+				fromWant = append(fromWant, heap.Pop(&want).(timerRef).k)
 				continue
 			}
-			r := timerRef{t: mtime.Time(rng.IntN(8)), key: fmt.Sprintf("r%d-%d", round, i)}
+			r := timerRef{t: mtime.Time(rng.IntN(8)), k: &aggKey{hi: uint32(i)}}
 			heapPush(&got, r)
 			heap.Push(&want, r)
 		}
 		for len(got) > 0 {
-			fromGot = append(fromGot, heapPop(&got).key)
-			fromWant = append(fromWant, heap.Pop(&want).(timerRef).key)
+			fromGot = append(fromGot, heapPop(&got).k)
+			fromWant = append(fromWant, heap.Pop(&want).(timerRef).k)
 		}
 		if !slices.Equal(fromGot, fromWant) {
 			t.Fatalf("round %d: timers fired in another order than container/heap's", round)

@@ -21,7 +21,7 @@ func heapPush[H timerOrder[E], E any](h *H, x E) {
 
 // heapPop removes and returns the first timer of heap h, which must not be
 // empty. The slot it leaves is cleared: it would keep the timer's key
-// (its encoding points into the key's record) alive.
+// (its record, or its encoding) alive.
 func heapPop[H timerOrder[E], E any](h *H) E {
 	old := *h
 	n := len(old) - 1
