@@ -81,8 +81,12 @@ type aggNode struct {
 	deadlines timerHeap
 	// far holds the event-time timers kept out of events (see
 	// farTimerAt); once loaded, later ones go to events.
-	far     farTimers
-	scratch []byte
+	far farTimers
+	// eventsGaveBack is the length of the array events had before it
+	// last gave memory back (shrunk), 0 before it ever did: the heap then
+	// grows by doubling up to it again (pushEvent).
+	eventsGaveBack int
+	scratch        []byte
 	// touched are the windows the current bundle touched that may fire
 	// (winState.queued), evaluated at its end.
 	touched []touchRef
@@ -543,8 +547,26 @@ func (n *aggNode) pushEvent(ref timerRef) {
 	if n.far.keep(ref.t) {
 		return
 	}
+	if l := len(n.events); l == cap(n.events) && l < n.eventsGaveBack {
+		n.events = regrown(n.events, n.eventsGaveBack)
+	}
 	heapPush(&n.events, ref)
 }
+
+// regrown returns full heap h in an array twice as long, at most gaveBack
+// (the length of the array it gave back), at least minHeapTimers. A heap
+// refilled after a window's end gave its array back then grows as it
+// did before, where append would grow it a quarter at a time, copying
+// every timer about five times instead of twice; beyond that length
+// append's own growth keeps the slack small.
+func regrown(h timerHeap, gaveBack int) timerHeap {
+	grown := make(timerHeap, len(h), min(max(2*len(h), minHeapTimers), gaveBack))
+	copy(grown, h)
+	return grown
+}
+
+// minHeapTimers is the shortest array regrown gives a heap.
+const minHeapTimers = 64
 
 // loadFarTimers puts the timers kept out of the heap into it: for every
 // window of every key the node holds, the timers setEventTimers would have
@@ -688,7 +710,10 @@ func (n *aggNode) eventTime(wm mtime.Time) error {
 	if atEnd(wm) {
 		n.deadlines = nil
 	}
-	n.events.shrink()
+	before := cap(n.events)
+	if n.events.shrink(); cap(n.events) < before {
+		n.eventsGaveBack = before
+	}
 	return nil
 }
 

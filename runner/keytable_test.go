@@ -430,3 +430,32 @@ func TestTimerHeapKeepsTheFiringOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestTimerHeapRegrowsByDoubling: a heap refilled after giving its array
+// back doubles up to the length it gave back (never past it), keeping
+// its timers in their places; past that length, append's growth applies.
+func TestTimerHeapRegrowsByDoubling(t *testing.T) {
+	const gaveBack = 1000
+	var h timerHeap
+	var caps []int
+	for i := range gaveBack + 1 {
+		if len(h) == cap(h) && len(h) < gaveBack {
+			h = regrown(h, gaveBack)
+			caps = append(caps, cap(h))
+		}
+		heapPush(&h, timerRef{t: mtime.Time(gaveBack - i)})
+	}
+	if want := []int{64, 128, 256, 512, 1000}; !slices.Equal(caps, want) {
+		t.Fatalf("arrays %v, want %v", caps, want)
+	}
+	if cap(h) <= gaveBack || cap(h) >= 2*gaveBack {
+		t.Errorf("past the length given back the array is %d long, want append's growth", cap(h))
+	}
+	var fired []mtime.Time
+	for len(h) > 0 {
+		fired = append(fired, heapPop(&h).t)
+	}
+	if len(fired) != gaveBack+1 || !slices.IsSorted(fired) {
+		t.Fatalf("%d timers fired, in order: %v", len(fired), slices.IsSorted(fired))
+	}
+}
