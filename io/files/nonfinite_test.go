@@ -35,6 +35,7 @@ func TestJSONSinkRejectsNonFinite(t *testing.T) {
 		{name: "+Inf", elems: []contract.Element{r("a", math.Inf(1))}, rejected: []int{0}, wantLines: 0, where: "field x is +Inf"},
 		{name: "nested -Inf", elems: []contract.Element{{Value: []any{1.0, math.Inf(-1)}}, r("b", 0)}, rejected: []int{0}, wantLines: 1, where: "field [1] is -Inf"},
 		{name: "in a map", elems: []contract.Element{{Value: map[string]any{"m": math.NaN()}}, {Value: map[string]any{"m": 1.0}}}, rejected: []int{0}, wantLines: 1, where: "field m is NaN"},
+		{name: "deep", elems: []contract.Element{{Value: map[string]any{"a": []any{1.0, map[string]any{"b": math.NaN()}}}}}, rejected: []int{0}, wantLines: 0, where: "field a[1].b is NaN"},
 		{name: "float32", elems: []contract.Element{{Value: float32(math.Inf(1))}, {Value: float32(2)}}, rejected: []int{0}, wantLines: 1, where: "the value is +Inf"},
 	}
 	for _, tt := range tests {

@@ -329,8 +329,8 @@ func (e *encoder) write(path string, elems []contract.Element, rejects []contrac
 }
 
 func (e *encoder) writeJSON(v any) error {
-	if !finite(v) {
-		where, f, _ := nonFinite(v, "")
+	if steps, f, bad := nonFinite(v); bad {
+		where := pathText(steps)
 		if where == "" {
 			return fmt.Errorf("the value is %v: %w", f, errNonFinite)
 		}
@@ -489,82 +489,69 @@ func (e *encoder) flush() error {
 	return e.w.Flush()
 }
 
-// finite reports whether v (a row, a list, a map or a scalar) holds no NaN
-// or infinite float. It is nonFinite without the field paths, which cost
-// a string per field of every row written.
-func finite(v any) bool {
-	switch x := v.(type) {
-	case float64:
-		return !math.IsNaN(x) && !math.IsInf(x, 0)
-	case float32:
-		f := float64(x)
-		return !math.IsNaN(f) && !math.IsInf(f, 0)
-	case *row.Row:
-		if x == nil {
-			return true
-		}
-		for i := range x.Schema.Fields {
-			if i < len(x.Values) && !finite(x.Values[i]) {
-				return false
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if !finite(e) {
-				return false
-			}
-		}
-	case map[string]any:
-		for _, e := range x {
-			if !finite(e) {
-				return false
-			}
-		}
-	}
-	return true
+// pathStep is one step of the path to a value inside a row: a field or
+// map key (name), or a list's index.
+type pathStep struct {
+	name    string
+	index   int
+	isIndex bool
 }
 
 // nonFinite finds a NaN or infinite float in v (a row, a list, a map or a
-// scalar) and returns where it is (a field path; "" for v itself).
-func nonFinite(v any, at string) (string, float64, bool) {
-	join := func(name string) string {
-		if at == "" {
-			return name
-		}
-		return at + "." + name
-	}
+// scalar) and returns where it is: the steps to it, innermost first (none
+// for v itself). The steps are collected on the way back from the value
+// found, so a row without one costs no path at all (pathText renders
+// them).
+func nonFinite(v any) ([]pathStep, float64, bool) {
 	switch x := v.(type) {
 	case float64:
 		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return at, x, true
+			return nil, x, true
 		}
 	case float32:
 		if f := float64(x); math.IsNaN(f) || math.IsInf(f, 0) {
-			return at, f, true
+			return nil, f, true
 		}
 	case *row.Row:
 		if x == nil {
-			return "", 0, false
+			return nil, 0, false
 		}
 		for i, f := range x.Schema.Fields {
 			if i < len(x.Values) {
-				if w, g, bad := nonFinite(x.Values[i], join(f.Name)); bad {
-					return w, g, true
+				if w, g, bad := nonFinite(x.Values[i]); bad {
+					return append(w, pathStep{name: f.Name}), g, true
 				}
 			}
 		}
 	case []any:
 		for i, e := range x {
-			if w, g, bad := nonFinite(e, fmt.Sprintf("%s[%d]", at, i)); bad {
-				return w, g, true
+			if w, g, bad := nonFinite(e); bad {
+				return append(w, pathStep{index: i, isIndex: true}), g, true
 			}
 		}
 	case map[string]any:
 		for k, e := range x {
-			if w, g, bad := nonFinite(e, join(k)); bad {
-				return w, g, true
+			if w, g, bad := nonFinite(e); bad {
+				return append(w, pathStep{name: k}), g, true
 			}
 		}
 	}
-	return "", 0, false
+	return nil, 0, false
+}
+
+// pathText renders steps (innermost first) as a field path: names joined
+// by dots, list indexes in brackets ("a.b[2].c"); "" for none.
+func pathText(steps []pathStep) string {
+	var at string
+	for i := len(steps) - 1; i >= 0; i-- {
+		switch st := steps[i]; {
+		case st.isIndex:
+			at = fmt.Sprintf("%s[%d]", at, st.index)
+		case at == "":
+			at = st.name
+		default:
+			at += "." + st.name
+		}
+	}
+	return at
 }
