@@ -170,6 +170,17 @@ func (s *Schema) Index(name string) int {
 	return -1
 }
 
+// FirstNull returns the first of the fields at positions fields whose
+// value in r is null (a JSON field absent or null), or -1 when none is.
+func (r *Row) FirstNull(fields []int) int {
+	for _, i := range fields {
+		if r.Values[i] == nil {
+			return i
+		}
+	}
+	return -1
+}
+
 // Names returns the field names in order.
 func (s *Schema) Names() []string {
 	out := make([]string, len(s.Fields))

@@ -3,6 +3,7 @@ package yamlpipe
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/weir-dev/weir"
@@ -80,6 +81,23 @@ func (l *loader) idleTimeout(n *yamlnode.Node) (time.Duration, error) {
 	return time.Duration(d) * time.Millisecond, nil
 }
 
+// resourceName returns the short name of a Pub/Sub topic or subscription
+// written as Google's resource name, projects/PROJECT/KIND/NAME (KIND is
+// topics or subscriptions), as Beam's pipelines write them; other names
+// are returned as they are. A weir server is one project: PROJECT is not
+// checked, as the CLI's --project is accepted and ignored.
+func resourceName(name, kind string) string {
+	rest, ok := strings.CutPrefix(name, "projects/")
+	if !ok {
+		return name
+	}
+	project, short, ok := strings.Cut(rest, "/"+kind+"/")
+	if !ok || project == "" || strings.Contains(project, "/") || short == "" {
+		return name
+	}
+	return short
+}
+
 // buildReadFromPubSub compiles ReadFromPubSub: a subscription (or a topic,
 // through a subscription named after the job and step, kept across updates)
 // read as JSON rows with a schema, or raw.
@@ -93,6 +111,8 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 	if cfg.Topic, tn, err = l.optStr(t.config, "topic"); err != nil {
 		return nil, err
 	}
+	cfg.Subscription = resourceName(cfg.Subscription, "subscriptions")
+	cfg.Topic = resourceName(cfg.Topic, "topics")
 	switch {
 	case cfg.Subscription == "" && cfg.Topic == "":
 		return nil, l.errf(t.typNode, "ReadFromPubSub needs config.subscription or config.topic")
@@ -110,9 +130,9 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 	if cfg.Format == pubsub.FormatJSON {
 		sn := t.config.Get("schema")
 		if sn == nil {
-			return nil, l.errf(t.typNode, "ReadFromPubSub with format json needs config.schema (field: int|float|bool|string|timestamp)")
+			return nil, l.errf(t.typNode, "ReadFromPubSub with format json needs config.schema: {field: int|float|bool|string|timestamp} or a JSON Schema {type: object, properties: {field: {type: integer}}}")
 		}
-		if schema, err = l.schema(sn); err != nil {
+		if schema, cfg.Required, err = l.sourceSchema(sn); err != nil {
 			return nil, err
 		}
 	}
@@ -194,6 +214,7 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 	if cfg.Topic, _, err = l.requireStr(t.config, "topic", "WriteToPubSub config"); err != nil {
 		return nil, err
 	}
+	cfg.Topic = resourceName(cfg.Topic, "topics")
 	if f, fn, err := l.optStr(t.config, "format"); err != nil {
 		return nil, err
 	} else if f != "" {

@@ -382,10 +382,11 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 		}
 		path := in.path
 		var schema *row.Schema
+		var required []string
 		var dialect files.CSVOptions
 		sn := t.config.Get("schema")
 		if sn != nil {
-			if schema, err = l.schema(sn); err != nil {
+			if schema, required, err = l.sourceSchema(sn); err != nil {
 				return nil, err
 			}
 		}
@@ -443,8 +444,16 @@ func buildRead(format files.Format) func(*loader, *transformSpec, []*coll) (*col
 				return nil, l.errf(tn, "timestamp_field %q has type %s; want timestamp, int (epoch ms) or string", ts, schema.Fields[tsIdx].Type)
 			}
 		}
+		var requiredIdx []int
+		for _, name := range required {
+			i := schema.Index(name)
+			if i < 0 {
+				return nil, l.errf(sn, "required field %q is not in the rows' schema (%s)", name, schema)
+			}
+			requiredIdx = append(requiredIdx, i)
+		}
 		src := files.NewSource(files.SourceConfig{Step: t.name, Path: path, Format: format, Schema: schema, TimestampField: tsIdx, Roots: l.files(), CSV: dialect,
-			Manifest: in.m, Inputs: in.files, FilenameColumn: nameCol})
+			Manifest: in.m, Inputs: in.files, FilenameColumn: nameCol, Required: requiredIdx})
 		kind := map[files.Format]string{files.JSONLines: "file_json", files.CSV: "file_csv", files.Avro: "file_avro", files.Parquet: "file_parquet"}[format]
 		opts := stepOpts(t, append(errorOpt(t), weir.WithCoder(schema.Coder()), weir.WithSourceIdentity(kind, in.identity, true))...)
 		out := weir.Read[*rowT](l.root, t.name, src, true, opts...)
@@ -477,8 +486,9 @@ func (l *loader) csvDialect(t *transformSpec) (files.CSVOptions, error) {
 	return o, nil
 }
 
-// schema reads {field: type} (nested mappings are rows, [type] lists).
-func (l *loader) schema(n *yamlnode.Node) (*row.Schema, error) {
+// fieldSchema reads weir's form of a schema, {field: type} (nested
+// mappings are rows, in either form; [type] lists). See sourceSchema.
+func (l *loader) fieldSchema(n *yamlnode.Node) (*row.Schema, error) {
 	if n.Kind != yamlnode.Map || len(n.Keys) == 0 {
 		return nil, l.errf(n, "schema must be a non-empty mapping of field: type")
 	}
@@ -500,7 +510,14 @@ func (l *loader) schema(n *yamlnode.Node) (*row.Schema, error) {
 func (l *loader) schemaType(n *yamlnode.Node) (row.Type, error) {
 	switch n.Kind {
 	case yamlnode.Map:
-		s, err := l.schema(n)
+		if isJSONSchema(n) {
+			s, _, err := l.jsonSchemaObject(n, false)
+			if err != nil {
+				return row.Type{}, err
+			}
+			return row.RowOf(s), nil
+		}
+		s, err := l.fieldSchema(n)
 		if err != nil {
 			return row.Type{}, err
 		}

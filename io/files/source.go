@@ -96,6 +96,10 @@ type SourceConfig struct {
 	// file itself does not hold: each row gets the path of the file it was
 	// read from (Beam's filename_column).
 	FilenameColumn string
+	// Required holds the positions in Schema of fields every row must
+	// have, not null (a JSON Schema's required): a row without one is a
+	// schema_mismatch reject.
+	Required []int
 }
 
 // CSVOptions are the dialect of a CSV file: Beam's ReadFromCsv delimiter
@@ -339,6 +343,10 @@ func timestampReason(err error, def string) string {
 
 // finish sets event time from the timestamp field and stores the row.
 func (s *split) finish(dst *contract.Element, r *row.Row, raw any) {
+	if i := r.FirstNull(s.cfg.Required); i >= 0 {
+		s.reject(dst, raw, ReasonSchemaMismatch, fmt.Sprintf("field %s is required by the schema but is missing or null", s.cfg.Schema.Fields[i].Name))
+		return
+	}
 	t := mtime.MinTimestamp
 	if i := s.cfg.TimestampField; i >= 0 {
 		ts, err := row.ToTimestamp(r.Values[i])

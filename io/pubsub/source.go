@@ -125,6 +125,10 @@ type SourceConfig struct {
 	// dropped. At most one may be set.
 	IDAttribute string
 	IDField     string
+	// Required names fields of Schema that every message must have, not
+	// null (a JSON Schema's required): a message without one is a
+	// schema_mismatch reject.
+	Required []string
 	// DedupeWindow is how long IDs are remembered, by publish time. Default
 	// DefaultDedupeWindow (10 minutes).
 	DedupeWindow time.Duration
@@ -169,6 +173,9 @@ type SourceConfig struct {
 	// CONNECTOR_UNAVAILABLE, retried from its last checkpoint, instead of
 	// idling unseen. Measured on Clock. Default DefaultUnreachableAfter.
 	UnreachableAfter time.Duration
+
+	// required holds Required's positions in Schema (NewSource).
+	required []int
 }
 
 // DefaultUnreachableAfter is the default SourceConfig.UnreachableAfter:
@@ -245,8 +252,13 @@ func (c *SourceConfig) Validate() error {
 				return bad("%s %q is not a field of the schema (fields: %s)", f.what, f.name, strings.Join(c.Schema.Names(), ", "))
 			}
 		}
+		for _, name := range c.Required {
+			if c.Schema.Index(name) < 0 {
+				return bad("required field %q is not a field of the schema (fields: %s)", name, strings.Join(c.Schema.Names(), ", "))
+			}
+		}
 	case FormatRaw:
-		if c.TimestampField != "" || c.IDField != "" {
+		if c.TimestampField != "" || c.IDField != "" || len(c.Required) > 0 {
 			return bad("format raw has no fields: use timestamp_attribute and id_attribute")
 		}
 	default:
@@ -361,6 +373,9 @@ func NewSource(b *Broker, cfg SourceConfig) (*Source, error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	for _, name := range cfg.Required {
+		cfg.required = append(cfg.required, cfg.Schema.Index(name))
 	}
 	src := &Source{b: b, cfg: cfg, maxEvent: &atomic.Int64{}}
 	src.maxEvent.Store(int64(mtime.MinTimestamp))

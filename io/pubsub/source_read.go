@@ -638,7 +638,7 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 // returns a nil row, the reject reason and a message.
 func (s *split) decode(data []byte) (*row.Row, string, string) {
 	if r := row.New(s.cfg.Schema); row.DecodeFlatJSON(data, s.cfg.Schema, r) {
-		return r, "", "" // the common flat shape, without a map
+		return s.checkRequired(r) // the common flat shape, without a map
 	}
 	var obj map[string]any
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -663,6 +663,15 @@ func (s *split) decode(data []byte) (*row.Row, string, string) {
 			return nil, timestampReason(err, ReasonSchemaMismatch), fmt.Sprintf("field %s: %v", f.Name, err)
 		}
 		r.Values[i] = v
+	}
+	return s.checkRequired(r)
+}
+
+// checkRequired returns r, or a reject's reason and message when a
+// required field of r is null.
+func (s *split) checkRequired(r *row.Row) (*row.Row, string, string) {
+	if i := r.FirstNull(s.cfg.required); i >= 0 {
+		return nil, ReasonSchemaMismatch, fmt.Sprintf("field %s is required by the schema but is missing or null", s.cfg.Schema.Fields[i].Name)
 	}
 	return r, "", ""
 }

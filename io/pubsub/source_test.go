@@ -119,6 +119,27 @@ func TestSourceJSON(t *testing.T) {
 				"reject:bad_timestamp@",
 			},
 		},
+		{
+			// A JSON Schema's required fields: absent or null is a
+			// schema_mismatch reject, in the flat decoder's shape and in
+			// the general one's (a nested value).
+			name: "required fields",
+			cfg:  SourceConfig{TimestampField: "ts", Required: []string{"region", "amount"}},
+			msgs: []msg{
+				{data: `{"region":"NORTH","amount":5,"ts":"2026-03-01T00:01:00Z"}`},
+				{data: `{"amount":6,"ts":"2026-03-01T00:01:00Z"}`},
+				{data: `{"region":null,"amount":7,"ts":"2026-03-01T00:01:00Z"}`},
+				{data: `{"region":"WEST","ts":"2026-03-01T00:01:00Z","extra":{"nested":[1]}}`},
+				{data: `{"region":"WEST","amount":8,"ts":"2026-03-01T00:01:00Z","extra":{"nested":[1]}}`},
+			},
+			want: []string{
+				`{"region":"NORTH","amount":5,"ts":"2026-03-01T00:01:00.000Z","id":null}@` + t0,
+				"reject:schema_mismatch@",
+				"reject:schema_mismatch@",
+				"reject:schema_mismatch@",
+				`{"region":"WEST","amount":8,"ts":"2026-03-01T00:01:00.000Z","id":null}@` + t0,
+			},
+		},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,6 +192,8 @@ func TestSourceConfigErrors(t *testing.T) {
 		{"unknown timestamp field", SourceConfig{Subscription: "s", Schema: orderSchema, TimestampField: "when"}},
 		{"unknown id field", SourceConfig{Subscription: "s", Schema: orderSchema, IDField: "key"}},
 		{"raw with a field", SourceConfig{Subscription: "s", Format: FormatRaw, TimestampField: "ts"}},
+		{"unknown required field", SourceConfig{Subscription: "s", Schema: orderSchema, Required: []string{"region", "colour"}}},
+		{"raw with a required field", SourceConfig{Subscription: "s", Format: FormatRaw, Required: []string{"payload"}}},
 		{"bad subscription name", SourceConfig{Subscription: "a/b", Schema: orderSchema}},
 	}
 	for _, tc := range cases {
