@@ -3,6 +3,7 @@ package yamlpipe
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,6 +99,52 @@ func resourceName(name, kind string) string {
 	return short
 }
 
+// attributeFields reads ReadFromPubSub's attributes (names of attributes
+// copied into string fields) and attributes_map (a field holding all of
+// them), Beam's keys, and returns the rows' schema: schema, the payload's,
+// followed by those fields.
+func (l *loader) attributeFields(t *transformSpec, cfg *pubsub.SourceConfig, schema *row.Schema) (*row.Schema, error) {
+	fields := slices.Clone(schema.Fields)
+	taken := func(n *yamlnode.Node, name string) error {
+		if name == "" {
+			return l.errf(n, "ReadFromPubSub: an attribute's field needs a name")
+		}
+		if slices.ContainsFunc(fields, func(f row.Field) bool { return f.Name == name }) {
+			return l.errf(n, "ReadFromPubSub: the attribute field %q is already a field of the rows (%s)", name, schema)
+		}
+		return nil
+	}
+	if an := t.config.Get("attributes"); an != nil {
+		if an.Kind != yamlnode.Seq {
+			return nil, l.errf(an, "ReadFromPubSub attributes must be a list of attribute names, not %s", an.Kind)
+		}
+		for _, e := range an.Seq {
+			name, err := l.str(e, "an attribute name")
+			if err != nil {
+				return nil, err
+			}
+			if err := taken(e, name); err != nil {
+				return nil, err
+			}
+			cfg.AttributeFields = append(cfg.AttributeFields, name)
+			fields = append(fields, row.Field{Name: name, Type: row.Of(row.KindString)})
+		}
+	}
+	if name, mn, err := l.optStr(t.config, "attributes_map"); err != nil {
+		return nil, err
+	} else if mn != nil {
+		if err := taken(mn, name); err != nil {
+			return nil, err
+		}
+		cfg.AttributesMap = name
+		fields = append(fields, row.Field{Name: name, Type: row.Of(row.KindAny)})
+	}
+	if len(fields) == schema.Len() {
+		return schema, nil
+	}
+	return row.NewSchema(fields...)
+}
+
 // buildReadFromPubSub compiles ReadFromPubSub: a subscription (or a topic,
 // through a subscription named after the job and step, kept across updates)
 // read as JSON rows with a schema, or raw.
@@ -127,6 +174,12 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 		}
 	}
 	schema := pubsub.RawSchema()
+	if cfg.Format == pubsub.FormatString {
+		schema = pubsub.StringSchema()
+	}
+	if sn := t.config.Get("schema"); sn != nil && cfg.Format != pubsub.FormatJSON {
+		return nil, l.errf(sn, "ReadFromPubSub with format %s takes no schema: its rows are %s", cfg.Format, schema)
+	}
 	if cfg.Format == pubsub.FormatJSON {
 		sn := t.config.Get("schema")
 		if sn == nil {
@@ -136,7 +189,9 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 			return nil, err
 		}
 	}
-	cfg.Schema = schema
+	if cfg.Schema, err = l.attributeFields(t, &cfg, schema); err != nil {
+		return nil, err
+	}
 	for _, f := range []struct {
 		key string
 		dst *string
@@ -218,7 +273,12 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 	if f, fn, err := l.optStr(t.config, "format"); err != nil {
 		return nil, err
 	} else if f != "" {
-		if cfg.Format, err = pubsub.ParseFormat(f); err != nil {
+		if cfg.Format, err = pubsub.ParseFormat(f); cfg.Format == pubsub.FormatString {
+			// Beam's STRING: one string field published as its text, as
+			// raw does.
+			cfg.Format = pubsub.FormatRaw
+		}
+		if err != nil {
 			return nil, l.errf(fn, "%v", err)
 		}
 	}
@@ -233,6 +293,9 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 	}
 	if an := t.config.Get("attributes"); an != nil {
 		cfg.Attributes = map[string]string{}
+		if an.Kind == yamlnode.Seq {
+			return nil, l.errf(an, "WriteToPubSub attributes as a list of fields to publish as attributes (Beam's) is not supported yet; weir takes a map of attributes added to every message ({name: value})")
+		}
 		plain, ok := an.Plain().(map[string]any)
 		if !ok {
 			return nil, l.errf(an, "attributes must be a map of names to strings")

@@ -186,3 +186,54 @@ func TestPubSubResourceNames(t *testing.T) {
 		t.Errorf("ReadFromPubSub reads topic %q, want orders", got)
 	}
 }
+
+// TestReadFromPubSubBeamOptions: Beam's format STRING and its attributes
+// and attributes_map keys give the rows Beam gives — the payload's fields,
+// then a string field per named attribute, then the map — and what would
+// make two fields of one name, or a schema the format does not take, is
+// refused at its position.
+func TestReadFromPubSubBeamOptions(t *testing.T) {
+	b := ordersBroker(t, t.TempDir())
+	load := func(config string) (*pubsub.Source, error) {
+		src := "pipeline:\n  transforms:\n    - type: ReadFromPubSub\n      name: Orders\n      config: {topic: orders, " + config + "}\n" +
+			"    - type: LogForTesting\n      input: Orders\n"
+		p, err := Load("f.yaml", []byte(src), Options{Job: &JobEnv{Name: "j", ID: "j-1", Generation: 1, Broker: b}, LogOutput: io.Discard})
+		if err != nil {
+			return nil, err
+		}
+		return p.Program().Code["Orders"].(*pubsub.Source), nil
+	}
+	for _, tc := range []struct{ config, schema, err string }{
+		{"format: STRING", "{payload:string}", ""},
+		{"format: STRING, attributes: [origin, lang], attributes_map: attrs", "{payload:string,origin:string,lang:string,attrs:any}", ""},
+		{"format: JSON, schema: {k: string}, attributes_map: attrs", "{k:string,attrs:any}", ""},
+		{"format: RAW, attributes: [origin]", "{data:string,attributes:any,id:string,publish_time:timestamp,origin:string}", ""},
+		{"format: JSON, schema: {k: string}, attributes: [k]", "", `f.yaml:5:79: ReadFromPubSub: the attribute field "k" is already a field of the rows`},
+		{"format: STRING, attributes: [a], attributes_map: a", "", `the attribute field "a" is already a field of the rows`},
+		{"format: STRING, attributes: origin", "", "f.yaml:5:59: ReadFromPubSub attributes must be a list of attribute names"},
+		{"format: STRING, schema: {k: string}", "", "f.yaml:5:55: ReadFromPubSub with format string takes no schema: its rows are {payload:string}"},
+	} {
+		s, err := load(tc.config)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err = %v, want %q", tc.config, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.config, err)
+			continue
+		}
+		if got := s.Config().Schema.String(); got != tc.schema {
+			t.Errorf("%s: rows %s, want %s", tc.config, got, tc.schema)
+		}
+	}
+	// WriteToPubSub's attributes as Beam's list of fields is refused, not
+	// read as something else.
+	src := "pipeline:\n  transforms:\n    - type: ReadFromPubSub\n      name: Orders\n      config: {topic: orders, format: string}\n" +
+		"    - type: WriteToPubSub\n      input: Orders\n      config: {topic: copies, format: string, attributes: [payload]}\n"
+	_, err := Load("f.yaml", []byte(src), Options{Job: &JobEnv{Name: "j", ID: "j-1", Generation: 1, Broker: b}, LogOutput: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "f.yaml:8:59: WriteToPubSub attributes as a list of fields") {
+		t.Errorf("WriteToPubSub attributes as a list: %v", err)
+	}
+}

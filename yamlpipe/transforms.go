@@ -59,7 +59,7 @@ func lookupTransform(typ string) (*transformDef, bool) {
 		return &transformDef{keys: []string{"path", "file_mode", "delimiter", "roll_size", "roll_interval", "error_handling"}, sink: true, errors: true, build: buildWrite(files.CSV)}, true
 	case "ReadFromPubSub":
 		return &transformDef{keys: []string{"subscription", "topic", "format", "schema", "timestamp_attribute", "timestamp_field",
-			"id_attribute", "id_field", "dedupe_window", "max_out_of_orderness", "idle_timeout", "ack_wait", "max_future_skew", "error_handling"},
+			"id_attribute", "id_field", "attributes", "attributes_map", "dedupe_window", "max_out_of_orderness", "idle_timeout", "ack_wait", "max_future_skew", "error_handling"},
 			source: true, errors: true, build: buildReadFromPubSub}, true
 	case "WriteToPubSub":
 		return &transformDef{keys: []string{"topic", "format", "id_field", "attributes"}, sink: true, build: buildWriteToPubSub}, true

@@ -255,15 +255,9 @@ func (s *Source) DecodeRecorded(m Message) contract.Element {
 	if m.ID != "" {
 		hdr.Set(jetstream.MsgIDHeader, m.ID)
 	}
-	var value *row.Row
-	if s.cfg.Format == FormatRaw {
-		value = rawRow(m.Data, hdr, publish)
-	} else {
-		r, reason, msg := sp.decode(m.Data)
-		if r == nil {
-			return sp.reject(m.Data, reason, msg, publish, src)
-		}
-		value = r
+	value, reason, msg := sp.messageRow(m.Data, hdr, publish)
+	if value == nil {
+		return sp.reject(m.Data, reason, msg, publish, src)
 	}
 	t := publish
 	switch {

@@ -39,6 +39,9 @@ const (
 	// ReasonTimestampInFuture: the event time is further ahead of
 	// processing time than SourceConfig.MaxFutureSkew.
 	ReasonTimestampInFuture = "timestamp_in_future"
+	// ReasonMalformedPayload: a string-format message whose payload is
+	// not UTF-8 text.
+	ReasonMalformedPayload = "malformed_payload"
 )
 
 // Format is how message payloads are read and written.
@@ -54,23 +57,34 @@ const (
 	// RawSchema; the sink publishes []byte, string, or the data field of a
 	// row.
 	FormatRaw
+	// FormatString: the payload as UTF-8 text, Beam's STRING format. The
+	// source produces rows of StringSchema (a payload that is not UTF-8
+	// is a malformed_payload reject); the sink publishes a row's one
+	// string field, as FormatRaw does.
+	FormatString
 )
 
-// ParseFormat reads a format as written in pipeline files: json or raw.
+// ParseFormat reads a format as written in pipeline files: json, raw or
+// string (Beam's names, JSON, RAW and STRING, in any case).
 func ParseFormat(s string) (Format, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "json":
 		return FormatJSON, nil
 	case "raw", "bytes":
 		return FormatRaw, nil
+	case "string":
+		return FormatString, nil
 	}
-	return 0, fmt.Errorf("format %q: want json or raw: %w", s, ErrInvalidConfig)
+	return 0, fmt.Errorf("format %q: want json, raw or string: %w", s, ErrInvalidConfig)
 }
 
 // String returns the format's name.
 func (f Format) String() string {
-	if f == FormatRaw {
+	switch f {
+	case FormatRaw:
 		return "raw"
+	case FormatString:
+		return "string"
 	}
 	return "json"
 }
@@ -82,6 +96,41 @@ var rawSchema = row.MustSchema(
 	row.Field{Name: "id", Type: row.Of(row.KindString)},
 	row.Field{Name: "publish_time", Type: row.Of(row.KindTimestamp)},
 )
+
+// stringSchema is built once and never modified.
+var stringSchema = row.MustSchema(row.Field{Name: "payload", Type: row.Of(row.KindString)})
+
+// StringSchema is the schema of the rows a string-format source produces:
+// {payload: string}, as Beam's STRING format reads a message. The schema
+// is shared: do not modify it.
+func StringSchema() *row.Schema { return stringSchema }
+
+// payloadSchema returns Schema without the attribute fields that end it
+// (AttributeFields, AttributesMap), or an error when they do not.
+func (c *SourceConfig) payloadSchema() (*row.Schema, error) {
+	k := len(c.AttributeFields)
+	if c.AttributesMap != "" {
+		k++
+	}
+	if k == 0 || c.Schema == nil {
+		return c.Schema, nil
+	}
+	n := c.Schema.Len() - k
+	if n < 1 {
+		return nil, fmt.Errorf("the schema %s has no room for the payload's fields before %d attribute fields", c.Schema, k)
+	}
+	for i, name := range c.AttributeFields {
+		if f := c.Schema.Fields[n+i]; f.Name != name || f.Type.Kind != row.KindString {
+			return nil, fmt.Errorf("attribute %q must be the string field %d of the schema %s", name, n+i, c.Schema)
+		}
+	}
+	if c.AttributesMap != "" {
+		if f := c.Schema.Fields[c.Schema.Len()-1]; f.Name != c.AttributesMap || f.Type.Kind != row.KindAny {
+			return nil, fmt.Errorf("attributes_map %q must be the last field of the schema %s, of type any", c.AttributesMap, c.Schema)
+		}
+	}
+	return row.NewSchema(c.Schema.Fields[:n]...)
+}
 
 // RawSchema is the schema of the rows a raw-format source produces:
 // {data: string, attributes: any (a map of strings), id: string (the
@@ -129,6 +178,14 @@ type SourceConfig struct {
 	// null (a JSON Schema's required): a message without one is a
 	// schema_mismatch reject.
 	Required []string
+	// AttributeFields names attributes copied into fields of their names
+	// (Beam's attributes): string fields, null for a message without the
+	// attribute. AttributesMap, when set, names a field holding all of a
+	// message's attributes as a map of strings (Beam's attributes_map).
+	// Those fields end Schema, in that order, after the payload's fields
+	// (RawSchema's, StringSchema's or the JSON rows').
+	AttributeFields []string
+	AttributesMap   string
 	// DedupeWindow is how long IDs are remembered, by publish time. Default
 	// DefaultDedupeWindow (10 minutes).
 	DedupeWindow time.Duration
@@ -176,6 +233,9 @@ type SourceConfig struct {
 
 	// required holds Required's positions in Schema (NewSource).
 	required []int
+	// payload is the part of Schema the payload fills: Schema without the
+	// attribute fields (NewSource).
+	payload *row.Schema
 }
 
 // DefaultUnreachableAfter is the default SourceConfig.UnreachableAfter:
@@ -188,6 +248,14 @@ const DefaultMaxFutureSkew = time.Hour
 
 // EnsureDefaults fills unset fields with their defaults.
 func (c *SourceConfig) EnsureDefaults() {
+	if c.Schema == nil {
+		switch c.Format {
+		case FormatRaw:
+			c.Schema = rawSchema
+		case FormatString:
+			c.Schema = stringSchema
+		}
+	}
 	c.Subscribe.EnsureDefaults()
 	c.Watermark.EnsureDefaults()
 	if c.DedupeWindow <= 0 {
@@ -242,24 +310,27 @@ func (c *SourceConfig) Validate() error {
 	if c.IDAttribute != "" && c.IDField != "" {
 		return bad("set id_attribute or id_field, not both")
 	}
+	if _, err := c.payloadSchema(); err != nil {
+		return bad("%v", err)
+	}
+	if c.Schema == nil && (c.Format == FormatJSON || c.TimestampField != "" || c.IDField != "" || len(c.Required) > 0) {
+		return bad("format %s needs a schema", c.Format)
+	}
+	for _, f := range []struct{ what, name string }{{"timestamp_field", c.TimestampField}, {"id_field", c.IDField}} {
+		if f.name != "" && c.Schema.Index(f.name) < 0 {
+			return bad("%s %q is not a field of the schema (fields: %s)", f.what, f.name, strings.Join(c.Schema.Names(), ", "))
+		}
+	}
 	switch c.Format {
 	case FormatJSON:
-		if c.Schema == nil {
-			return bad("format json needs a schema")
-		}
-		for _, f := range []struct{ what, name string }{{"timestamp_field", c.TimestampField}, {"id_field", c.IDField}} {
-			if f.name != "" && c.Schema.Index(f.name) < 0 {
-				return bad("%s %q is not a field of the schema (fields: %s)", f.what, f.name, strings.Join(c.Schema.Names(), ", "))
-			}
-		}
 		for _, name := range c.Required {
 			if c.Schema.Index(name) < 0 {
 				return bad("required field %q is not a field of the schema (fields: %s)", name, strings.Join(c.Schema.Names(), ", "))
 			}
 		}
-	case FormatRaw:
-		if c.TimestampField != "" || c.IDField != "" || len(c.Required) > 0 {
-			return bad("format raw has no fields: use timestamp_attribute and id_attribute")
+	case FormatRaw, FormatString:
+		if len(c.Required) > 0 {
+			return bad("format %s has no required fields", c.Format)
 		}
 	default:
 		return bad("unknown format %d", c.Format)
@@ -377,6 +448,7 @@ func NewSource(b *Broker, cfg SourceConfig) (*Source, error) {
 	for _, name := range cfg.Required {
 		cfg.required = append(cfg.required, cfg.Schema.Index(name))
 	}
+	cfg.payload, _ = cfg.payloadSchema()
 	src := &Source{b: b, cfg: cfg, maxEvent: &atomic.Int64{}}
 	src.maxEvent.Store(int64(mtime.MinTimestamp))
 	return src, nil

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -576,16 +577,10 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 			return false, nil
 		}
 	}
-	var value *row.Row
-	if s.cfg.Format == FormatRaw {
-		value = rawRow(m.Data(), hdr, publish)
-	} else {
-		r, reason, msg := s.decode(m.Data())
-		if r == nil {
-			*dst = s.reject(m.Data(), reason, msg, publish, src)
-			return true, nil
-		}
-		value = r
+	value, reason, msg := s.messageRow(m.Data(), hdr, publish)
+	if value == nil {
+		*dst = s.reject(m.Data(), reason, msg, publish, src)
+		return true, nil
 	}
 	if id := s.rowID(value); id != "" && s.duplicate(id, publish, m.Data(), seq) {
 		return false, nil
@@ -634,10 +629,58 @@ func (s *split) handle(m jetstream.Msg, dst *contract.Element) (bool, error) {
 	return true, nil
 }
 
-// decode reads a JSON object into a row of the schema; on failure it
-// returns a nil row, the reject reason and a message.
+// messageRow reads a message into a row of the source's schema: its
+// payload in the source's format, then the attributes the source copies
+// into fields. On failure it returns a nil row, the reject reason and a
+// message.
+func (s *split) messageRow(data []byte, hdr nats.Header, publish mtime.Time) (*row.Row, string, string) {
+	var r *row.Row
+	switch s.cfg.Format {
+	case FormatRaw:
+		r = row.New(s.cfg.Schema)
+		r.Values[0], r.Values[1], r.Values[2], r.Values[3] = rawValues(data, hdr, publish)
+	case FormatString:
+		if !utf8.Valid(data) {
+			return nil, ReasonMalformedPayload, "the payload is not UTF-8 text (format string)"
+		}
+		r = row.New(s.cfg.Schema)
+		r.Values[0] = string(data)
+	default:
+		var reason, msg string
+		if r, reason, msg = s.decode(data); r == nil {
+			return nil, reason, msg
+		}
+	}
+	if len(s.cfg.AttributeFields) > 0 || s.cfg.AttributesMap != "" {
+		s.addAttributes(r, hdr)
+	}
+	return r, "", ""
+}
+
+// addAttributes fills the attribute fields that end r's schema
+// (SourceConfig.AttributeFields, AttributesMap) from hdr.
+func (s *split) addAttributes(r *row.Row, hdr nats.Header) {
+	i := s.cfg.payload.Len()
+	for _, name := range s.cfg.AttributeFields {
+		if v := hdr.Get(name); v != "" {
+			r.Values[i] = v
+		}
+		i++
+	}
+	if s.cfg.AttributesMap != "" {
+		if attrs := attributesOf(hdr); attrs != nil {
+			r.Values[i] = attrs
+		} else {
+			r.Values[i] = map[string]any{}
+		}
+	}
+}
+
+// decode reads a JSON object into a row of the schema, its payload's
+// fields filled; on failure it returns a nil row, the reject reason and a
+// message.
 func (s *split) decode(data []byte) (*row.Row, string, string) {
-	if r := row.New(s.cfg.Schema); row.DecodeFlatJSON(data, s.cfg.Schema, r) {
+	if r := row.New(s.cfg.Schema); row.DecodeFlatJSON(data, s.cfg.payload, r) {
 		return s.checkRequired(r) // the common flat shape, without a map
 	}
 	var obj map[string]any
@@ -652,9 +695,8 @@ func (s *split) decode(data []byte) (*row.Row, string, string) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, ReasonMalformedJSON, "extra data after the JSON object"
 	}
-	sch := s.cfg.Schema
-	r := row.New(sch)
-	for i, f := range sch.Fields {
+	r := row.New(s.cfg.Schema)
+	for i, f := range s.cfg.payload.Fields {
 		v, err := row.FromJSON(obj[f.Name], f.Type)
 		if err != nil {
 			if i == s.tsField {
@@ -692,15 +734,25 @@ func (s *split) reject(data []byte, reason, msg string, t mtime.Time, src *contr
 	}
 }
 
-func rawRow(data []byte, hdr nats.Header, publish mtime.Time) *row.Row {
+// rawValues returns the values of RawSchema's fields for a message: its
+// data, attributes (nil without any), ID (nil without one) and publish
+// time.
+func rawValues(data []byte, hdr nats.Header, publish mtime.Time) (d, attrs, id, t any) {
+	if v := hdr.Values(jetstream.MsgIDHeader); len(v) > 0 {
+		id = v[0]
+	}
+	if a := attributesOf(hdr); a != nil {
+		attrs = a
+	}
+	return string(data), attrs, id, publish
+}
+
+// attributesOf returns a message's attributes, its headers but NATS's
+// own (the message ID among them), or nil when it has none.
+func attributesOf(hdr nats.Header) map[string]any {
 	var attrs map[string]any
-	var id any
 	for k, v := range hdr {
-		if k == jetstream.MsgIDHeader && len(v) > 0 {
-			id = v[0]
-			continue
-		}
-		if len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || len(v) == 0 {
+		if k == jetstream.MsgIDHeader || len(k) >= 5 && strings.EqualFold(k[:5], "nats-") || len(v) == 0 {
 			continue
 		}
 		if attrs == nil {
@@ -708,9 +760,5 @@ func rawRow(data []byte, hdr nats.Header, publish mtime.Time) *row.Row {
 		}
 		attrs[k] = v[0]
 	}
-	var a any
-	if attrs != nil {
-		a = attrs
-	}
-	return &row.Row{Schema: rawSchema, Values: []any{string(data), a, id, publish}}
+	return attrs
 }

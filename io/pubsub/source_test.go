@@ -28,6 +28,11 @@ var orderSchema = row.MustSchema(
 	row.Field{Name: "id", Type: row.Of(row.KindString)},
 )
 
+// withFields returns s with fields added at its end.
+func withFields(s *row.Schema, fields ...row.Field) *row.Schema {
+	return row.MustSchema(append(append([]row.Field(nil), s.Fields...), fields...)...)
+}
+
 func setupTopic(t *testing.T, b *Broker, topic, sub string, ackWait time.Duration) {
 	t.Helper()
 	ctx := tctx(t)
@@ -140,6 +145,36 @@ func TestSourceJSON(t *testing.T) {
 				`{"region":"WEST","amount":8,"ts":"2026-03-01T00:01:00.000Z","id":null}@` + t0,
 			},
 		},
+		{
+			// Beam's attributes and attributes_map: named attributes in
+			// string fields (null when absent), all of them in a map.
+			name: "attribute fields",
+			cfg: SourceConfig{TimestampField: "ts", AttributeFields: []string{"origin"}, AttributesMap: "attrs",
+				Schema: withFields(orderSchema, row.Field{Name: "origin", Type: row.Of(row.KindString)}, row.Field{Name: "attrs", Type: row.Of(row.KindAny)})},
+			msgs: []msg{
+				{data: `{"region":"NORTH","amount":1,"ts":"2026-03-01T00:01:00Z"}`, attrs: map[string]string{"origin": "web", "lang": "de"}},
+				{data: `{"region":"NORTH","amount":2,"ts":"2026-03-01T00:01:00Z","origin":"payload"}`},
+			},
+			want: []string{
+				`{"region":"NORTH","amount":1,"ts":"2026-03-01T00:01:00.000Z","id":null,"origin":"web","attrs":{"lang":"de","origin":"web"}}@` + t0,
+				`{"region":"NORTH","amount":2,"ts":"2026-03-01T00:01:00.000Z","id":null,"origin":null,"attrs":{}}@` + t0,
+			},
+		},
+		{
+			// Beam's STRING format: the payload as text; bytes that are
+			// not UTF-8 are a reject.
+			name: "string format",
+			cfg: SourceConfig{Format: FormatString, AttributeFields: []string{"origin"}, TimestampAttribute: "event_time",
+				Schema: withFields(StringSchema(), row.Field{Name: "origin", Type: row.Of(row.KindString)})},
+			msgs: []msg{
+				{data: `hello, "world"`, attrs: map[string]string{"origin": "cli", "event_time": "2026-03-01T00:01:00Z"}},
+				{data: "\xff\xfe"},
+			},
+			want: []string{
+				`{"payload":"hello, \"world\"","origin":"cli"}@` + t0,
+				"reject:malformed_payload@",
+			},
+		},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,7 +188,10 @@ func TestSourceJSON(t *testing.T) {
 				}
 			}
 			cfg := tc.cfg
-			cfg.Step, cfg.Subscription, cfg.Schema = "ReadOrders", "read", orderSchema
+			cfg.Step, cfg.Subscription = "ReadOrders", "read"
+			if cfg.Schema == nil {
+				cfg.Schema = orderSchema
+			}
 			src, err := NewSource(b, cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -194,6 +232,9 @@ func TestSourceConfigErrors(t *testing.T) {
 		{"raw with a field", SourceConfig{Subscription: "s", Format: FormatRaw, TimestampField: "ts"}},
 		{"unknown required field", SourceConfig{Subscription: "s", Schema: orderSchema, Required: []string{"region", "colour"}}},
 		{"raw with a required field", SourceConfig{Subscription: "s", Format: FormatRaw, Required: []string{"payload"}}},
+		{"an attribute field that does not end the schema", SourceConfig{Subscription: "s", Schema: orderSchema, AttributeFields: []string{"region"}}},
+		{"an attributes map that is not of type any", SourceConfig{Subscription: "s", Schema: orderSchema, AttributesMap: "id"}},
+		{"attribute fields but no payload", SourceConfig{Subscription: "s", Format: FormatString, AttributeFields: []string{"payload"}}},
 		{"bad subscription name", SourceConfig{Subscription: "a/b", Schema: orderSchema}},
 	}
 	for _, tc := range cases {
