@@ -3,6 +3,7 @@ package row
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"unicode/utf8"
@@ -23,6 +24,33 @@ func AppendJSON(dst []byte, r *Row) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
+		dst = AppendJSONString(dst, f.Name)
+		dst = append(dst, ':')
+		var v any
+		if i < len(r.Values) {
+			v = r.Values[i]
+		}
+		dst = AppendJSONValue(dst, v)
+	}
+	return append(dst, '}')
+}
+
+// AppendJSONOmitting is AppendJSON leaving out the fields at the
+// positions in omit (a few: each field looks them up).
+func AppendJSONOmitting(dst []byte, r *Row, omit []int) []byte {
+	if len(omit) == 0 || r == nil {
+		return AppendJSON(dst, r)
+	}
+	dst = append(dst, '{')
+	first := true
+	for i, f := range r.Schema.Fields {
+		if slices.Contains(omit, i) {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
 		dst = AppendJSONString(dst, f.Name)
 		dst = append(dst, ':')
 		var v any

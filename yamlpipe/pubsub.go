@@ -189,9 +189,10 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 			return nil, err
 		}
 	}
-	if cfg.Schema, err = l.attributeFields(t, &cfg, schema); err != nil {
+	if schema, err = l.attributeFields(t, &cfg, schema); err != nil {
 		return nil, err
 	}
+	cfg.Schema = schema
 	for _, f := range []struct {
 		key string
 		dst *string
@@ -282,8 +283,36 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 			return nil, l.errf(fn, "%v", err)
 		}
 	}
-	if cfg.Format == pubsub.FormatRaw && (in.schema.Len() != 1 || in.schema.Fields[0].Type.Kind != row.KindString) {
-		return nil, l.errf(t.typNode, "WriteToPubSub with format raw needs rows of one string field (got %s)", in.schema)
+	payload := slices.Clone(in.schema.Fields)
+	attrField := func(n *yamlnode.Node, what string) (string, error) {
+		name, err := l.str(n, what)
+		if err != nil {
+			return "", err
+		}
+		i := slices.IndexFunc(payload, func(f row.Field) bool { return f.Name == name })
+		if i < 0 {
+			return "", l.errf(n, "WriteToPubSub %s %q is not a field of the input (%s), or is named twice", what, name, in.schema)
+		}
+		payload = slices.Delete(payload, i, i+1)
+		return name, nil
+	}
+	if an := t.config.Get("attributes"); an != nil && an.Kind == yamlnode.Seq {
+		// Beam's: fields published as attributes, left out of the payload.
+		for _, e := range an.Seq {
+			name, err := attrField(e, "attribute field")
+			if err != nil {
+				return nil, err
+			}
+			cfg.AttributeFields = append(cfg.AttributeFields, name)
+		}
+	}
+	if mn := t.config.Get("attributes_map"); mn != nil {
+		if cfg.AttributesMapField, err = attrField(mn, "attributes_map field"); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Format == pubsub.FormatRaw && (len(payload) != 1 || payload[0].Type.Kind != row.KindString) {
+		return nil, l.errf(t.typNode, "WriteToPubSub with format raw or string needs rows of one string field besides the attribute fields (got %s)", in.schema)
 	}
 	if cfg.IDField, _, err = l.optStr(t.config, "id_field"); err != nil {
 		return nil, err
@@ -291,14 +320,11 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 	if cfg.IDField != "" && in.schema.Index(cfg.IDField) < 0 {
 		return nil, l.errf(t.typNode, "id_field %q is not a field of the input (%s)", cfg.IDField, in.schema)
 	}
-	if an := t.config.Get("attributes"); an != nil {
+	if an := t.config.Get("attributes"); an != nil && an.Kind != yamlnode.Seq {
 		cfg.Attributes = map[string]string{}
-		if an.Kind == yamlnode.Seq {
-			return nil, l.errf(an, "WriteToPubSub attributes as a list of fields to publish as attributes (Beam's) is not supported yet; weir takes a map of attributes added to every message ({name: value})")
-		}
 		plain, ok := an.Plain().(map[string]any)
 		if !ok {
-			return nil, l.errf(an, "attributes must be a map of names to strings")
+			return nil, l.errf(an, "attributes must be a list of fields to publish as attributes (Beam's) or a map of attributes added to every message ({name: value})")
 		}
 		for k, v := range plain {
 			cfg.Attributes[k] = fmt.Sprint(v)
@@ -313,7 +339,7 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 	if err != nil {
 		return nil, l.errf(t.typNode, "%v", err)
 	}
-	write(l.root, t.name, in, sink, stepOpts(t, weir.WithSinkIdentity("pubsub", "topic/"+cfg.Topic))...)
+	l.writeWithErrors(t, in, sink, stepOpts(t, weir.WithSinkIdentity("pubsub", "topic/"+cfg.Topic))...)
 	return nil, nil
 }
 

@@ -228,12 +228,22 @@ func TestReadFromPubSubBeamOptions(t *testing.T) {
 			t.Errorf("%s: rows %s, want %s", tc.config, got, tc.schema)
 		}
 	}
-	// WriteToPubSub's attributes as Beam's list of fields is refused, not
-	// read as something else.
-	src := "pipeline:\n  transforms:\n    - type: ReadFromPubSub\n      name: Orders\n      config: {topic: orders, format: string}\n" +
-		"    - type: WriteToPubSub\n      input: Orders\n      config: {topic: copies, format: string, attributes: [payload]}\n"
-	_, err := Load("f.yaml", []byte(src), Options{Job: &JobEnv{Name: "j", ID: "j-1", Generation: 1, Broker: b}, LogOutput: io.Discard})
-	if err == nil || !strings.Contains(err.Error(), "f.yaml:8:59: WriteToPubSub attributes as a list of fields") {
-		t.Errorf("WriteToPubSub attributes as a list: %v", err)
+	// WriteToPubSub: Beam's attributes (a list of fields) and
+	// attributes_map leave the payload's fields; weir's map of constant
+	// attributes stays.
+	for _, tc := range []struct{ config, err string }{
+		{"format: string, attributes: [origin], attributes_map: attrs", ""},
+		{"attributes: [origin]", ""},
+		{"attributes: {team: data}", ""},
+		{"format: string, attributes: [origin]", "needs rows of one string field besides the attribute fields"},
+		{"attributes: [colour]", `f.yaml:8:44: WriteToPubSub attribute field "colour" is not a field of the input`},
+		{"attributes: [origin], attributes_map: origin", `WriteToPubSub attributes_map field "origin" is not a field of the input ({payload:string,origin:string,attrs:any}), or is named twice`},
+	} {
+		src := "pipeline:\n  transforms:\n    - type: ReadFromPubSub\n      name: Orders\n      config: {topic: orders, format: string, attributes: [origin], attributes_map: attrs}\n" +
+			"    - type: WriteToPubSub\n      input: Orders\n      config: {topic: copies, " + tc.config + "}\n"
+		_, err := Load("f.yaml", []byte(src), Options{Job: &JobEnv{Name: "j", ID: "j-1", Generation: 1, Broker: b}, LogOutput: io.Discard})
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("WriteToPubSub %s: err = %v, want %q", tc.config, err, tc.err)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -42,6 +44,15 @@ type SinkConfig struct {
 	IDField string
 	// Attributes are added to every message.
 	Attributes map[string]string
+	// AttributeFields names row fields published as attributes of their
+	// names, their values as text (a null leaves the attribute out), and
+	// left out of the payload: Beam's attributes. AttributesMapField
+	// names a row field holding a map of attributes, published likewise
+	// and left out of the payload: Beam's attributes_map. An element whose
+	// attributes cannot be published (a name Pub/Sub refuses, a map field
+	// that holds no map) is a not_publishable reject of the sink.
+	AttributeFields    []string
+	AttributesMapField string
 	// Owns, when set, says which windows the sink publishes: an element
 	// whose window it returns false for is left out (the job service sets
 	// it during a parallel replacement, so that each window's panes reach
@@ -71,8 +82,17 @@ func (c *SinkConfig) Validate() error {
 			return bad("%v", err)
 		}
 	}
+	for _, k := range c.AttributeFields {
+		if err := validateAttribute(k); err != nil {
+			return bad("%v", err)
+		}
+	}
 	return nil
 }
+
+// ReasonNotPublishable is the reject reason of an element a WriteToPubSub
+// sink cannot make a message of (contract.RejectingSink).
+const ReasonNotPublishable = "not_publishable"
 
 // Sink is the WriteToPubSub sink: it publishes each element as one message
 // (a row as a JSON object, or raw bytes) with a deterministic message ID, so
@@ -110,6 +130,9 @@ type outMsg struct {
 	id       string
 	data     []byte
 	cutShort bool
+	// attrs holds the message's own attributes as name, value pairs
+	// (SinkConfig.AttributeFields, AttributesMapField).
+	attrs []string
 }
 
 // CutShortAttribute is the attribute, set to "true", of a message carrying
@@ -152,8 +175,21 @@ func (s *Sink) Stats() (published, duplicates int64) {
 	return s.mu.published, s.mu.duplicates
 }
 
-// Write encodes elems and buffers them for worker.
-func (s *Sink) Write(_ context.Context, worker int, elems []contract.Element) error {
+// Write encodes elems and buffers them for worker. An element that cannot
+// be made a message fails the call; WriteRejecting reports it instead.
+func (s *Sink) Write(ctx context.Context, worker int, elems []contract.Element) error {
+	_, err := s.write(worker, elems, nil, false)
+	return err
+}
+
+// WriteRejecting is Write, except that an element that cannot be made a
+// message is left out and appended to rejects, reason
+// ReasonNotPublishable (contract.RejectingSink).
+func (s *Sink) WriteRejecting(_ context.Context, worker int, elems []contract.Element, rejects []contract.SinkReject) ([]contract.SinkReject, error) {
+	return s.write(worker, elems, rejects, true)
+}
+
+func (s *Sink) write(worker int, elems []contract.Element, rejects []contract.SinkReject, reject bool) ([]contract.SinkReject, error) {
 	msgs := make([]outMsg, 0, len(elems))
 	for i := range elems {
 		if s.cfg.Owns != nil && !s.cfg.Owns(elems[i].Window) {
@@ -161,7 +197,11 @@ func (s *Sink) Write(_ context.Context, worker int, elems []contract.Element) er
 		}
 		m, err := s.encode(elems[i].Value)
 		if err != nil {
-			return fmt.Errorf("WriteToPubSub %s: element at %s: %w", s.cfg.Step, elems[i].Source, err)
+			if !reject {
+				return rejects, fmt.Errorf("WriteToPubSub %s: element at %s: %w", s.cfg.Step, elems[i].Source, err)
+			}
+			rejects = append(rejects, contract.SinkReject{Index: i, Err: contract.ElementError{Reason: ReasonNotPublishable, Message: err.Error()}})
+			continue
 		}
 		m.cutShort = elems[i].Pane.CutShort
 		msgs = append(msgs, m)
@@ -170,7 +210,7 @@ func (s *Sink) Write(_ context.Context, worker int, elems []contract.Element) er
 	s.mu.buf[worker] = append(s.mu.buf[worker], msgs...)
 	s.buffered.Add(msgsSize(msgs))
 	s.mu.Unlock()
-	return nil
+	return rejects, nil
 }
 
 // BufferedBytes returns the size of the messages written and not yet
@@ -183,6 +223,9 @@ func msgsSize(msgs []outMsg) int64 {
 	n := int64(len(msgs)) * int64(unsafe.Sizeof(outMsg{}))
 	for i := range msgs {
 		n += int64(len(msgs[i].data) + len(msgs[i].id))
+		for _, a := range msgs[i].attrs {
+			n += int64(len(a)) + 16
+		}
 	}
 	return n
 }
@@ -196,9 +239,23 @@ func (s *Sink) encode(v any) (outMsg, error) {
 			}
 		}
 	}
+	var omit []int
+	if len(s.cfg.AttributeFields) > 0 || s.cfg.AttributesMapField != "" {
+		r, ok := row.AsRow(v)
+		if !ok {
+			return m, fmt.Errorf("attributes come from fields: want a row, got %s", row.GoTypeName(v))
+		}
+		var err error
+		if m.attrs, omit, err = s.attributes(r); err != nil {
+			return m, err
+		}
+		if s.cfg.Format != FormatJSON {
+			v = rest(r, omit)
+		}
+	}
 	if s.cfg.Format == FormatJSON {
 		if r, ok := row.AsRow(v); ok {
-			m.data = row.AppendJSON(nil, r)
+			m.data = row.AppendJSONOmitting(nil, r, omit)
 		} else {
 			m.data = row.AppendJSONValue(nil, v)
 		}
@@ -225,6 +282,63 @@ func (s *Sink) encode(v any) (outMsg, error) {
 		return m, fmt.Errorf("format raw cannot publish a %s value (want bytes, a string or a row with a data field)", row.GoTypeName(v))
 	}
 	return m, nil
+}
+
+// attributes returns the attributes r's fields give (AttributeFields,
+// AttributesMapField) as name, value pairs, and those fields' positions.
+func (s *Sink) attributes(r *row.Row) (attrs []string, omit []int, err error) {
+	for _, name := range s.cfg.AttributeFields {
+		i := r.Schema.Index(name)
+		if i < 0 {
+			return nil, nil, fmt.Errorf("attribute field %q is not a field of the row %s", name, r.Schema)
+		}
+		omit = append(omit, i)
+		if x := r.Values[i]; x != nil {
+			attrs = append(attrs, name, string(row.AppendText(nil, x)))
+		}
+	}
+	if name := s.cfg.AttributesMapField; name != "" {
+		i := r.Schema.Index(name)
+		if i < 0 {
+			return nil, nil, fmt.Errorf("attributes_map field %q is not a field of the row %s", name, r.Schema)
+		}
+		omit = append(omit, i)
+		switch m := r.Values[i].(type) {
+		case nil:
+		case map[string]any:
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				if err := validateAttribute(k); err != nil {
+					return nil, nil, fmt.Errorf("field %s: %w", name, err)
+				}
+				if x := m[k]; x != nil {
+					attrs = append(attrs, k, string(row.AppendText(nil, x)))
+				}
+			}
+		default:
+			return nil, nil, fmt.Errorf("attributes_map field %q holds %s, not a map of attributes", name, row.GoTypeName(m))
+		}
+	}
+	return attrs, omit, nil
+}
+
+// rest returns the one value of r's fields but those at omit, for a raw
+// payload: the single string field left, or r itself when more remain.
+func rest(r *row.Row, omit []int) any {
+	var v any
+	n := 0
+	for i := range r.Schema.Fields {
+		if !slices.Contains(omit, i) {
+			v = r.Values[i]
+			n++
+		}
+	}
+	if n != 1 {
+		return r
+	}
+	if v == nil {
+		return ""
+	}
+	return v
 }
 
 // PreCommit returns what worker wrote since its last PreCommit, serialized
@@ -348,11 +462,14 @@ func (b *Broker) publishAsync(ctx context.Context, base *nats.Msg, msgs []outMsg
 			head++
 		}
 		nm := &nats.Msg{Subject: base.Subject, Data: m.data}
-		if len(base.Header) > 0 || m.cutShort {
-			nm.Header = make(nats.Header, len(base.Header)+2)
+		if len(base.Header) > 0 || m.cutShort || len(m.attrs) > 0 {
+			nm.Header = make(nats.Header, len(base.Header)+2+len(m.attrs)/2)
 			for k, v := range base.Header {
 				nm.Header[k] = v
 			}
+		}
+		for i := 0; i+1 < len(m.attrs); i += 2 {
+			nm.Header.Set(m.attrs[i], m.attrs[i+1])
 		}
 		if m.cutShort {
 			nm.Header.Set(CutShortAttribute, "true")
@@ -375,11 +492,14 @@ func (b *Broker) publishAsync(ctx context.Context, base *nats.Msg, msgs []outMsg
 	return stored, dups, nil
 }
 
-// A part is: version byte 2, uvarint count, then per message uvarint
+// A part is: version byte 3, uvarint count, then per message uvarint
 // len(id), id, uvarint len(data), data, and a flags byte (bit 0: cut
-// short). Version 1 (parts stored by an older weir) has no flags byte.
+// short; bit 1: attributes follow, as a uvarint count of name, value
+// pairs, each string a uvarint length and its bytes). Version 2 (parts
+// stored by an older weir) has no attributes; version 1 no flags byte.
 const (
-	partVersion   = 2
+	partVersion   = 3
+	partVersionV2 = 2
 	partVersionV1 = 1
 )
 
@@ -404,7 +524,17 @@ func encodePart(msgs []outMsg, idPrefix string) []byte {
 		if m.cutShort {
 			flags |= 1
 		}
+		if len(m.attrs) > 0 {
+			flags |= 2
+		}
 		b = append(b, flags)
+		if len(m.attrs) > 0 {
+			b = binary.AppendUvarint(b, uint64(len(m.attrs)/2))
+			for _, a := range m.attrs {
+				b = binary.AppendUvarint(b, uint64(len(a)))
+				b = append(b, a...)
+			}
+		}
 	}
 	return b
 }
@@ -416,7 +546,7 @@ func decodePart(b []byte) ([]outMsg, error) {
 		return nil, nil
 	}
 	version := b[0]
-	if version != partVersion && version != partVersionV1 {
+	if version != partVersion && version != partVersionV2 && version != partVersionV1 {
 		return nil, fmt.Errorf("%w: version %d", errBadPart, b[0])
 	}
 	b = b[1:]
@@ -442,12 +572,32 @@ func decodePart(b []byte) ([]outMsg, error) {
 			return nil, errBadPart
 		}
 		m := outMsg{id: string(id), data: data}
-		if version >= partVersion {
-			if len(b) == 0 || b[0]&^1 != 0 {
+		if version >= partVersionV2 {
+			known := byte(1)
+			if version >= partVersion {
+				known = 3
+			}
+			if len(b) == 0 || b[0]&^known != 0 {
 				return nil, errBadPart
 			}
 			m.cutShort = b[0]&1 != 0
+			hasAttrs := b[0]&2 != 0
 			b = b[1:]
+			if hasAttrs {
+				n, k := binary.Uvarint(b)
+				if k <= 0 || n == 0 || n > uint64(len(b)) {
+					return nil, errBadPart
+				}
+				b = b[k:]
+				m.attrs = make([]string, 0, 2*n)
+				for range 2 * n {
+					a, ok := next()
+					if !ok {
+						return nil, errBadPart
+					}
+					m.attrs = append(m.attrs, string(a))
+				}
+			}
 		}
 		out = append(out, m)
 	}

@@ -3,6 +3,7 @@ package pubsub
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/weir-dev/weir/row"
@@ -224,5 +225,89 @@ func TestSinkBufferedBytes(t *testing.T) {
 	}
 	if n := sink.BufferedBytes(); n != 0 {
 		t.Errorf("after Close the sink holds %d bytes, want 0", n)
+	}
+}
+
+// TestSinkAttributeFields: Beam's attributes and attributes_map — fields
+// published as attributes and left out of the payload, in JSON and raw
+// form, kept through a pre-committed part; an element whose attributes
+// cannot be published is a not_publishable reject (WriteRejecting), the
+// others published.
+func TestSinkAttributeFields(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	sch := row.MustSchema(row.Field{Name: "k", Type: row.Of(row.KindString)}, row.Field{Name: "origin", Type: row.Of(row.KindString)},
+		row.Field{Name: "v", Type: row.Of(row.KindInt)}, row.Field{Name: "attrs", Type: row.Of(row.KindAny)})
+	elem := func(k string, origin, attrs any) contract.Element {
+		r := row.New(sch)
+		r.Values[0], r.Values[2] = k, int64(len(k))
+		r.Values[1], r.Values[3] = origin, attrs
+		return contract.Element{Value: r}
+	}
+	for _, tc := range []struct {
+		name   string
+		format Format
+		fields []string
+		want   []string // payload and attributes per message
+	}{
+		{"json", FormatJSON, []string{"origin"}, []string{
+			`{"k":"a","v":1} map[lang:de n:3 origin:web]`,
+			`{"k":"bb","v":2} map[]`,
+		}},
+		{"raw", FormatRaw, []string{"origin", "v"}, []string{
+			`a map[lang:de n:3 origin:web v:1]`,
+			`bb map[v:2]`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := "attrs-" + tc.name
+			sink, err := NewSink(b, SinkConfig{Step: "Write", Topic: topic, CreateTopic: true, ID: "job-1/" + tc.name,
+				Format: tc.format, AttributeFields: tc.fields, AttributesMapField: "attrs"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			elems := []contract.Element{
+				elem("a", "web", map[string]any{"lang": "de", "n": int64(3)}),
+				elem("bad", "web", map[string]any{"a key": "x"}),
+				elem("bb", nil, nil),
+				elem("worse", "web", "lang=de"),
+			}
+			rejects, err := sink.WriteRejecting(ctx, 0, elems, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rejects) != 2 || rejects[0].Index != 1 || rejects[1].Index != 3 || rejects[0].Err.Reason != ReasonNotPublishable ||
+				!strings.Contains(rejects[0].Err.Message, `"a key"`) || !strings.Contains(rejects[1].Err.Message, "not a map of attributes") {
+				t.Fatalf("rejects = %+v", rejects)
+			}
+			p, err := sink.PreCommit(ctx, 0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sink.Commit(ctx, 1, [][]byte{p}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.CreateSubscription(ctx, "check-"+tc.name, topic, SubscriptionConfig{FromBeginning: true}); err != nil {
+				t.Fatal(err)
+			}
+			msgs, err := b.Pull(ctx, "check-"+tc.name, 10, true)
+			if err != nil || len(msgs) != len(tc.want) {
+				t.Fatalf("pull: %d, %v", len(msgs), err)
+			}
+			for i, m := range msgs {
+				if got := fmt.Sprintf("%s %v", m.Data, m.Attributes); got != tc.want[i] {
+					t.Errorf("message %d = %s, want %s", i, got, tc.want[i])
+				}
+			}
+			// Write, without rejects, fails on the element instead.
+			if err := sink.Write(ctx, 0, elems[1:2]); err == nil || !strings.Contains(err.Error(), `"a key"`) {
+				t.Errorf("Write of an element with a bad attribute: %v", err)
+			}
+		})
+	}
+	// A part of version 2 (no attributes) still decodes.
+	got, err := decodePart([]byte{2, 1, 2, 'i', 'd', 2, '{', '}', 1})
+	if err != nil || len(got) != 1 || !got[0].cutShort || got[0].attrs != nil {
+		t.Fatalf("version 2 part: %+v, %v", got, err)
 	}
 }
