@@ -3,6 +3,7 @@ package row
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/weir-dev/weir/mtime"
 	"io"
 	"reflect"
 	"testing"
@@ -115,4 +116,18 @@ func BenchmarkDecodeJSON(b *testing.B) {
 			slowDecode(data, fastSchema)
 		}
 	})
+}
+
+// BenchmarkAppendJSON encodes a row of the usual field kinds, as the JSON
+// sinks do for every row they write.
+func BenchmarkAppendJSON(b *testing.B) {
+	s := MustSchema(Field{Name: "key", Type: Of(KindString)}, Field{Name: "count", Type: Of(KindInt)},
+		Field{Name: "mean", Type: Of(KindFloat)}, Field{Name: "window_start", Type: Of(KindTimestamp)}, Field{Name: "final", Type: Of(KindBool)})
+	r := New(s)
+	r.Values[0], r.Values[1], r.Values[2], r.Values[3], r.Values[4] = "key-12345", int64(42), 3.25, mtime.Time(1772323260000), true
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendJSON(buf[:0], r)
+	}
 }

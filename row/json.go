@@ -14,7 +14,10 @@ import (
 )
 
 // AppendJSON appends r as a JSON object, fields in schema order.
-// Timestamps are RFC 3339 UTC strings with milliseconds.
+// Timestamps are RFC 3339 UTC strings with milliseconds. It is
+// AppendJSONOmitting without the check for omitted fields, kept apart so
+// that every row the JSON sinks write does not pay it (BenchmarkAppendJSON
+// could not tell the two apart within this machine's noise, ±20%).
 func AppendJSON(dst []byte, r *Row) []byte {
 	if r == nil {
 		return append(dst, "null"...)
@@ -38,13 +41,13 @@ func AppendJSON(dst []byte, r *Row) []byte {
 // AppendJSONOmitting is AppendJSON leaving out the fields at the
 // positions in omit (a few: each field looks them up).
 func AppendJSONOmitting(dst []byte, r *Row, omit []int) []byte {
-	if len(omit) == 0 || r == nil {
-		return AppendJSON(dst, r)
+	if r == nil {
+		return append(dst, "null"...)
 	}
 	dst = append(dst, '{')
 	first := true
 	for i, f := range r.Schema.Fields {
-		if slices.Contains(omit, i) {
+		if len(omit) > 0 && slices.Contains(omit, i) {
 			continue
 		}
 		if !first {

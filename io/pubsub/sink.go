@@ -177,7 +177,7 @@ func (s *Sink) Stats() (published, duplicates int64) {
 
 // Write encodes elems and buffers them for worker. An element that cannot
 // be made a message fails the call; WriteRejecting reports it instead.
-func (s *Sink) Write(ctx context.Context, worker int, elems []contract.Element) error {
+func (s *Sink) Write(_ context.Context, worker int, elems []contract.Element) error {
 	_, err := s.write(worker, elems, nil, false)
 	return err
 }
