@@ -74,7 +74,7 @@ func (c *SinkConfig) Validate() error {
 	if c.ID == "" {
 		return bad("the sink needs an ID (job ID and step) to derive message IDs")
 	}
-	if c.Format != FormatJSON && c.Format != FormatRaw {
+	if c.Format != FormatJSON && c.Format != FormatRaw && c.Format != FormatString {
 		return bad("unknown format %d", c.Format)
 	}
 	for k := range c.Attributes {
@@ -267,9 +267,15 @@ func (s *Sink) encode(v any) (outMsg, error) {
 	case string:
 		m.data = []byte(x)
 	case *row.Row:
-		d, ok := x.Get("data")
-		if !ok {
-			return m, fmt.Errorf("format raw needs a row with a data field, got %s", x.Schema)
+		// A row of one field (Beam's STRING rows, {payload}) publishes it;
+		// a wider one its data field (RawSchema's rows).
+		var d any
+		if x.Schema.Len() == 1 {
+			d = x.Values[0]
+		} else if v, ok := x.Get("data"); ok {
+			d = v
+		} else {
+			return m, fmt.Errorf("format raw needs a row with one field or a data field, got %s", x.Schema)
 		}
 		switch d := d.(type) {
 		case string:

@@ -311,3 +311,33 @@ func TestSinkAttributeFields(t *testing.T) {
 		t.Fatalf("version 2 part: %+v, %v", got, err)
 	}
 }
+
+// TestSinkStringRows: a row of one string field, whatever its name (Beam's
+// STRING rows are {payload}), is published as its text in raw and string
+// format alike.
+func TestSinkStringRows(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	for _, f := range []Format{FormatRaw, FormatString} {
+		topic := "text-" + f.String()
+		sink, err := NewSink(b, SinkConfig{Step: "Write", Topic: topic, CreateTopic: true, ID: "job-1/" + topic, Format: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := row.New(StringSchema())
+		r.Values[0] = "plain text"
+		if err := sink.Write(ctx, 0, []contract.Element{{Value: r}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sink.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.CreateSubscription(ctx, "check-"+topic, topic, SubscriptionConfig{FromBeginning: true}); err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := b.Pull(ctx, "check-"+topic, 10, true)
+		if err != nil || len(msgs) != 1 || string(msgs[0].Data) != "plain text" {
+			t.Fatalf("%s: pulled %v, %v", f, msgs, err)
+		}
+	}
+}
