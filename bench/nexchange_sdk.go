@@ -120,10 +120,21 @@ func newStampSink(b *pubsub.Broker, id string, gen int64) (*stampSink, error) {
 
 // Write buffers a stamp row for each element, for worker.
 func (s *stampSink) Write(ctx context.Context, worker int, elems []contract.Element) error {
+	return s.Sink.Write(ctx, worker, s.stamp(elems))
+}
+
+// WriteRejecting is Write for the executor, which prefers it: the
+// embedded sink's, promoted, would publish the elements themselves.
+func (s *stampSink) WriteRejecting(ctx context.Context, worker int, elems []contract.Element, rejects []contract.SinkReject) ([]contract.SinkReject, error) {
+	return s.Sink.WriteRejecting(ctx, worker, s.stamp(elems), rejects)
+}
+
+// stamp returns elems with each value replaced by its stamp row.
+func (s *stampSink) stamp(elems []contract.Element) []contract.Element {
 	stamped := make([]contract.Element, len(elems))
 	for i, e := range elems {
 		e.Value = &row.Row{Schema: s.schema, Values: []any{int64(e.Time), s.gen}}
 		stamped[i] = e
 	}
-	return s.Sink.Write(ctx, worker, stamped)
+	return stamped
 }
