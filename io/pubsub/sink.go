@@ -249,9 +249,6 @@ func (s *Sink) encode(v any) (outMsg, error) {
 		if m.attrs, omit, err = s.attributes(r); err != nil {
 			return m, err
 		}
-		if s.cfg.Format != FormatJSON {
-			v = rest(r, omit)
-		}
 	}
 	if s.cfg.Format == FormatJSON {
 		if r, ok := row.AsRow(v); ok {
@@ -267,15 +264,9 @@ func (s *Sink) encode(v any) (outMsg, error) {
 	case string:
 		m.data = []byte(x)
 	case *row.Row:
-		// A row of one field (Beam's STRING rows, {payload}) publishes it;
-		// a wider one its data field (RawSchema's rows).
-		var d any
-		if x.Schema.Len() == 1 {
-			d = x.Values[0]
-		} else if v, ok := x.Get("data"); ok {
-			d = v
-		} else {
-			return m, fmt.Errorf("format raw needs a row with one field or a data field, got %s", x.Schema)
+		d, err := rawPayload(x, omit)
+		if err != nil {
+			return m, err
 		}
 		switch d := d.(type) {
 		case string:
@@ -327,24 +318,23 @@ func (s *Sink) attributes(r *row.Row) (attrs []string, omit []int, err error) {
 	return attrs, omit, nil
 }
 
-// rest returns the one value of r's fields but those at omit, for a raw
-// payload: the single string field left, or r itself when more remain.
-func rest(r *row.Row, omit []int) any {
-	var v any
-	n := 0
+// rawPayload returns what a raw message of row r carries: the one field
+// left once the attribute fields at omit are out (Beam's STRING rows,
+// {payload}), else its data field (RawSchema's rows).
+func rawPayload(r *row.Row, omit []int) (any, error) {
+	one, n := -1, 0
 	for i := range r.Schema.Fields {
 		if !slices.Contains(omit, i) {
-			v = r.Values[i]
-			n++
+			one, n = i, n+1
 		}
 	}
-	if n != 1 {
-		return r
+	if n == 1 {
+		return r.Values[one], nil
 	}
-	if v == nil {
-		return ""
+	if d, ok := r.Get("data"); ok {
+		return d, nil
 	}
-	return v
+	return nil, fmt.Errorf("format raw needs a row with one field besides its attribute fields, or a data field, got %s", r.Schema)
 }
 
 // PreCommit returns what worker wrote since its last PreCommit, serialized
