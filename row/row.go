@@ -170,15 +170,16 @@ func (s *Schema) Index(name string) int {
 	return -1
 }
 
-// FirstNull returns the first of the fields at positions fields whose
-// value in r is null (a JSON field absent or null), or -1 when none is.
-func (r *Row) FirstNull(fields []int) int {
-	for _, i := range fields {
+// MissingRequired returns, for the first of the fields at positions
+// required whose value in r is null (a JSON field absent or null), the
+// message a source's reject of r gives; "" when none is.
+func (r *Row) MissingRequired(required []int) string {
+	for _, i := range required {
 		if r.Values[i] == nil {
-			return i
+			return fmt.Sprintf("field %s is required by the schema but is missing or null", r.Schema.Fields[i].Name)
 		}
 	}
-	return -1
+	return ""
 }
 
 // Names returns the field names in order.

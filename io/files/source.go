@@ -343,8 +343,8 @@ func timestampReason(err error, def string) string {
 
 // finish sets event time from the timestamp field and stores the row.
 func (s *split) finish(dst *contract.Element, r *row.Row, raw any) {
-	if i := r.FirstNull(s.cfg.Required); i >= 0 {
-		s.reject(dst, raw, ReasonSchemaMismatch, fmt.Sprintf("field %s is required by the schema but is missing or null", s.cfg.Schema.Fields[i].Name))
+	if msg := r.MissingRequired(s.cfg.Required); msg != "" {
+		s.reject(dst, raw, ReasonSchemaMismatch, msg)
 		return
 	}
 	t := mtime.MinTimestamp

@@ -712,8 +712,8 @@ func (s *split) decode(data []byte) (*row.Row, string, string) {
 // checkRequired returns r, or a reject's reason and message when a
 // required field of r is null.
 func (s *split) checkRequired(r *row.Row) (*row.Row, string, string) {
-	if i := r.FirstNull(s.cfg.required); i >= 0 {
-		return nil, ReasonSchemaMismatch, fmt.Sprintf("field %s is required by the schema but is missing or null", s.cfg.Schema.Fields[i].Name)
+	if msg := r.MissingRequired(s.cfg.required); msg != "" {
+		return nil, ReasonSchemaMismatch, msg
 	}
 	return r, "", ""
 }
