@@ -2,6 +2,7 @@ package yamlpipe
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/weir-dev/weir/row"
@@ -88,11 +89,7 @@ func placeAt(n *yamlnode.Node, line, col int) {
 // where to check it instead.
 func (l *loader) checkJSONSchemaKeys(n *yamlnode.Node, what string, allowed []string) error {
 	for _, k := range n.Keys {
-		ok := false
-		for _, a := range allowed {
-			ok = ok || k.Text == a
-		}
-		if !ok {
+		if !slices.Contains(allowed, k.Text) {
 			return l.errf(k, "%s: JSON Schema keyword %q is not checked by a source's schema, which reads the fields' types and the required fields (allowed here: %s); check it with a ValidateWithSchema step after the source", what, k.Text, strings.Join(allowed, ", "))
 		}
 	}
