@@ -18,7 +18,8 @@
 // yamlpipe/yamlscan, yamlpipe/yamlnode, yamlpipe/combine, yamlpipe/join, yamlpipe/keyenc,
 // yamlpipe/sqlquery, yamlpipe/textio, yamlpipe/pyrepr (WriteToText's
 // lines), yamlpipe/genrows (Generate's rows), yamlpipe/nexmarkrow,
-// yamlpipe/schemacheck, yamlpipe/schemainfer, yamlpipe/logfortesting,
+// yamlpipe/schemacheck, yamlpipe/schemainfer, yamlpipe/srcschema (sources' schemas in
+// Beam's forms), yamlpipe/logfortesting,
 // yamlpipe/wininfo, yamlpipe/assertcheck, cel.dev/cel-go,
 // github.com/goccy/go-yaml and the standard library; it reaches the
 // executor (package runner) only through the SDK's Run. Nothing but front

@@ -62,6 +62,16 @@ func parseYAML(file string, src []byte) (*yamlnode.Node, error) {
 	return root, nil
 }
 
+// positioned returns err as an Error when it is a yamlnode.Error (the
+// sub-packages' positioned errors), err itself otherwise.
+func positioned(err error) error {
+	var ne *yamlnode.Error
+	if errors.As(err, &ne) {
+		return &Error{File: ne.File, Line: ne.Line, Col: ne.Col, Msg: ne.Msg, Err: ne.Err}
+	}
+	return err
+}
+
 // ---- typed accessors: each reports a positioned error ----
 
 // errf returns a positioned error at n.

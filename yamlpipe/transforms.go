@@ -12,6 +12,7 @@ import (
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/yamlpipe/genrows"
 	"github.com/weir-dev/weir/yamlpipe/schemainfer"
+	"github.com/weir-dev/weir/yamlpipe/srcschema"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
@@ -510,10 +511,10 @@ func (l *loader) fieldSchema(n *yamlnode.Node) (*row.Schema, error) {
 func (l *loader) schemaType(n *yamlnode.Node) (row.Type, error) {
 	switch n.Kind {
 	case yamlnode.Map:
-		if isJSONSchema(n) {
-			s, _, err := l.jsonSchemaObject(n, false)
+		if srcschema.IsJSONSchema(n) {
+			s, err := srcschema.NestedJSONSchema(l.file, n)
 			if err != nil {
-				return row.Type{}, err
+				return row.Type{}, positioned(err)
 			}
 			return row.RowOf(s), nil
 		}
