@@ -11,6 +11,7 @@ import (
 	"github.com/weir-dev/weir/io/pubsub"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
+	"github.com/weir-dev/weir/yamlpipe/srcschema"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
@@ -177,8 +178,20 @@ func buildReadFromPubSub(l *loader, t *transformSpec, _ []*coll) (*coll, error) 
 	if cfg.Format == pubsub.FormatString {
 		schema = pubsub.StringSchema()
 	}
-	if sn := t.config.Get("schema"); sn != nil && cfg.Format != pubsub.FormatJSON {
+	if sn := t.config.Get("schema"); sn != nil && cfg.Format != pubsub.FormatJSON && cfg.Format != pubsub.FormatAvro {
 		return nil, l.errf(sn, "ReadFromPubSub with format %s takes no schema: its rows are %s", cfg.Format, schema)
+	}
+	if cfg.Format == pubsub.FormatAvro {
+		sn := t.config.Get("schema")
+		if sn == nil {
+			return nil, l.errf(t.typNode, "ReadFromPubSub with format avro needs config.schema: the payloads' Avro record schema ({type: record, name: Order, fields: [{name: region, type: string}]}, or its JSON text)")
+		}
+		if cfg.AvroSchema, err = srcschema.AvroText(l.file, sn); err != nil {
+			return nil, positioned(err)
+		}
+		if schema, err = pubsub.AvroRowSchema(cfg.AvroSchema); err != nil {
+			return nil, l.errf(sn, "schema: %v", err)
+		}
 	}
 	if cfg.Format == pubsub.FormatJSON {
 		sn := t.config.Get("schema")
@@ -311,6 +324,30 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 			return nil, err
 		}
 	}
+	if sn := t.config.Get("schema"); sn != nil {
+		if cfg.Format != pubsub.FormatAvro {
+			return nil, l.errf(sn, "WriteToPubSub takes a schema with format avro only (format %s writes the rows' own fields)", cfg.Format)
+		}
+		if cfg.AvroSchema, err = srcschema.AvroText(l.file, sn); err != nil {
+			return nil, positioned(err)
+		}
+		fields, err := pubsub.AvroRowSchema(cfg.AvroSchema)
+		if err != nil {
+			return nil, l.errf(sn, "schema: %v", err)
+		}
+		// Every field of the schema from the rows, every field of the
+		// rows into the messages: nothing left out unsaid.
+		for _, f := range fields.Fields {
+			if !slices.ContainsFunc(payload, func(p row.Field) bool { return p.Name == f.Name }) {
+				return nil, l.errf(sn, "WriteToPubSub schema: field %q is not a payload field of the input (%s)", f.Name, rowFields(payload))
+			}
+		}
+		for _, p := range payload {
+			if fields.Index(p.Name) < 0 {
+				return nil, l.errf(sn, "WriteToPubSub schema: the input's field %q is not in the Avro schema, so the messages would leave it out: add it to the schema, or drop it before this step", p.Name)
+			}
+		}
+	}
 	if cfg.Format == pubsub.FormatRaw && (len(payload) != 1 || payload[0].Type.Kind != row.KindString) {
 		return nil, l.errf(t.typNode, "WriteToPubSub with format raw or string needs rows of one string field besides the attribute fields (got %s)", in.schema)
 	}
@@ -341,6 +378,15 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 	}
 	l.writeWithErrors(t, in, sink, stepOpts(t, weir.WithSinkIdentity("pubsub", "topic/"+cfg.Topic))...)
 	return nil, nil
+}
+
+// rowFields lists fields as name:type, for messages.
+func rowFields(fields []row.Field) string {
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.Name + ":" + f.Type.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // setRewindHorizon sets the rewind horizon of every ReadFromPubSub source

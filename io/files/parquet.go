@@ -9,6 +9,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/weir-dev/weir/io/avrorow"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
@@ -146,7 +147,7 @@ func (s *split) readParquet(dst *contract.Element) (bool, error) {
 			continue
 		}
 		col := pr.cols[c]
-		v := avroPlain(m[col.name])
+		v := avrorow.Plain(m[col.name])
 		if col.unit != 0 {
 			if n, ok := v.(int64); ok {
 				v = mtime.FromTime(time.Unix(0, 0).Add(time.Duration(n) * col.unit))

@@ -19,6 +19,7 @@ import (
 	"github.com/hamba/avro/v2/ocf"
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/weir-dev/weir/io/avrorow"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 )
@@ -379,7 +380,7 @@ func (e *encoder) writeText(v any) error {
 
 // startAvro starts an Avro container file of rows of schema s.
 func (e *encoder) startAvro(s *row.Schema) error {
-	sch, err := avroSchemaOf(s)
+	sch, err := avrorow.SchemaOf(s)
 	if err != nil {
 		return err
 	}
@@ -399,7 +400,7 @@ func (e *encoder) writeAvro(v any) error {
 			return err
 		}
 	}
-	return e.ae.Encode(avroRecordValue(r, e.as))
+	return e.ae.Encode(avrorow.RecordValue(r, e.as))
 }
 
 func (e *encoder) writeParquet(v any) error {

@@ -4,7 +4,8 @@
 // as JSON lines, CSV, Avro or Parquet. They implement contract.Source and contract.Sink, the
 // same connector API a user's own connector would.
 //
-// It may import row, runner/contract, mtime, window, internal/fileglob,
+// It may import row, runner/contract, mtime, window, io/avrorow (the Avro
+// records as rows), internal/fileglob,
 // internal/setdigest (a staged version's output digest), manifest (the input
 // manifests a source reads instead of a path), github.com/hamba/avro/v2
 // (with its ocf package), github.com/parquet-go/parquet-go (with its format

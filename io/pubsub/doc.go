@@ -62,7 +62,8 @@
 // their oldest unacknowledged message, bounded by the topic's retention
 // (see seek.go); deleting a topic deletes its subscriptions' snapshots.
 //
-// It may import row, runner/contract, mtime, window,
+// It may import row, runner/contract, mtime, window, io/avrorow and
+// github.com/hamba/avro/v2 (format avro's payloads),
 // github.com/nats-io/nats-server/v2 and github.com/nats-io/nats.go (the
 // NATS server and client) and the standard library. It knows nothing of YAML, HTTP or the job store,
 // and must not import runner (the executor).

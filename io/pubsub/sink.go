@@ -12,9 +12,11 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/hamba/avro/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weir-dev/weir/io/avrorow"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
@@ -37,6 +39,11 @@ type SinkConfig struct {
 	ID string
 	// Format says how element values become payloads.
 	Format Format
+	// AvroSchema is the Avro record schema (its JSON text) FormatAvro
+	// writes rows with, their fields by name. Empty: each row's own,
+	// inferred from its payload fields (package avrorow), every field
+	// nullable.
+	AvroSchema string
 	// IDField, when set, names the row field whose value is each message's
 	// ID, instead of the derived one: a message whose field value was
 	// already published within the topic's duplicate window is dropped,
@@ -74,8 +81,16 @@ func (c *SinkConfig) Validate() error {
 	if c.ID == "" {
 		return bad("the sink needs an ID (job ID and step) to derive message IDs")
 	}
-	if c.Format != FormatJSON && c.Format != FormatRaw && c.Format != FormatString {
+	if c.Format != FormatJSON && c.Format != FormatRaw && c.Format != FormatString && c.Format != FormatAvro {
 		return bad("unknown format %d", c.Format)
+	}
+	if c.AvroSchema != "" {
+		if c.Format != FormatAvro {
+			return bad("an Avro schema is for format avro, not %s", c.Format)
+		}
+		if _, err := avrorow.Parse(c.AvroSchema); err != nil {
+			return bad("%v", err)
+		}
 	}
 	for k := range c.Attributes {
 		if err := validateAttribute(k); err != nil {
@@ -113,6 +128,10 @@ type Sink struct {
 	cfg SinkConfig
 	// buffered is the size of the messages in mu.buf (BufferedBytes).
 	buffered atomic.Int64
+	// avro is SinkConfig.AvroSchema parsed; nil infers each row schema's,
+	// the last one inferred kept in inferred.
+	avro     *avro.RecordSchema
+	inferred atomic.Pointer[inferredAvro]
 
 	mu struct {
 		sync.Mutex
@@ -163,6 +182,9 @@ func NewSink(b *Broker, cfg SinkConfig) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{b: b, cfg: cfg}
+	if cfg.AvroSchema != "" {
+		s.avro, _ = avrorow.Parse(cfg.AvroSchema) // Validate parsed it
+	}
 	s.mu.buf = make(map[int][]outMsg)
 	return s, nil
 }
@@ -250,6 +272,20 @@ func (s *Sink) encode(v any) (outMsg, error) {
 			return m, err
 		}
 	}
+	if s.cfg.Format == FormatAvro {
+		r, ok := row.AsRow(v)
+		if !ok {
+			return m, fmt.Errorf("format avro publishes rows, not a %s value", row.GoTypeName(v))
+		}
+		rs, err := s.avroSchema(r.Schema, omit)
+		if err != nil {
+			return m, err
+		}
+		if m.data, err = avrorow.Encode(r, rs); err != nil {
+			return m, err
+		}
+		return m, nil
+	}
 	if s.cfg.Format == FormatJSON {
 		if r, ok := row.AsRow(v); ok {
 			m.data = row.AppendJSONOmitting(nil, r, omit)
@@ -279,6 +315,40 @@ func (s *Sink) encode(v any) (outMsg, error) {
 		return m, fmt.Errorf("format raw cannot publish a %s value (want bytes, a string or a row with a data field)", row.GoTypeName(v))
 	}
 	return m, nil
+}
+
+// avroSchema returns the Avro schema rows of rs are written with: the
+// configured one, or one inferred from rs's fields but those at omit (the
+// attribute fields).
+func (s *Sink) avroSchema(rs *row.Schema, omit []int) (*avro.RecordSchema, error) {
+	if s.avro != nil {
+		return s.avro, nil
+	}
+	if last := s.inferred.Load(); last != nil && last.rows == rs {
+		return last.avro, nil
+	}
+	fields := make([]row.Field, 0, rs.Len())
+	for i, f := range rs.Fields {
+		if !slices.Contains(omit, i) {
+			fields = append(fields, f)
+		}
+	}
+	payload, err := row.NewSchema(fields...)
+	if err != nil {
+		return nil, err
+	}
+	as, err := avrorow.SchemaOf(payload)
+	if err != nil {
+		return nil, fmt.Errorf("the rows %s have no Avro schema: %w", rs, err)
+	}
+	s.inferred.Store(&inferredAvro{rows: rs, avro: as.(*avro.RecordSchema)})
+	return as.(*avro.RecordSchema), nil
+}
+
+// inferredAvro is the Avro schema inferred for rows of one schema.
+type inferredAvro struct {
+	rows *row.Schema
+	avro *avro.RecordSchema
 }
 
 // attributes returns the attributes r's fields give (AttributeFields,

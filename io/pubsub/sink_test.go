@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hamba/avro/v2"
+
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
@@ -339,5 +341,103 @@ func TestSinkStringRows(t *testing.T) {
 		if err != nil || len(msgs) != 1 || string(msgs[0].Data) != "plain text" {
 			t.Fatalf("%s: pulled %v, %v", f, msgs, err)
 		}
+	}
+}
+
+// TestSinkAvro: format avro publishes each row as one Avro record without
+// a container (Beam's AVRO), with the configured schema or one inferred
+// from the rows' payload fields (every field nullable); the attribute
+// fields go to attributes, and a row the schema cannot hold is a
+// not_publishable reject.
+func TestSinkAvro(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	sch := row.MustSchema(row.Field{Name: "k", Type: row.Of(row.KindString)}, row.Field{Name: "origin", Type: row.Of(row.KindString)},
+		row.Field{Name: "v", Type: row.Of(row.KindInt)})
+	elem := func(k string, v int64) contract.Element {
+		r := row.New(sch)
+		r.Values[0], r.Values[1], r.Values[2] = k, "web", v
+		return contract.Element{Value: r}
+	}
+	// What a Beam reader of each schema decodes, by hamba/avro itself.
+	type given struct {
+		K string `avro:"k"`
+		V int32  `avro:"v"`
+	}
+	type inferred struct {
+		K *string `avro:"k"`
+		V *int64  `avro:"v"`
+	}
+	const givenSchema = `{"type": "record", "name": "Out", "fields": [{"name": "k", "type": "string"}, {"name": "v", "type": "int"}]}`
+	const inferredSchema = `{"type": "record", "name": "Row", "namespace": "weir", "fields": [
+		{"name": "k", "type": ["null", "string"], "default": null}, {"name": "v", "type": ["null", "long"], "default": null}]}`
+	for _, tc := range []struct {
+		name, schema string
+		decode       func(data []byte) (string, error)
+		rejects      int
+	}{
+		{"given schema", givenSchema, func(data []byte) (string, error) {
+			var o given
+			err := avro.Unmarshal(avro.MustParse(givenSchema), data, &o)
+			return fmt.Sprintf("%s=%d", o.K, o.V), err
+		}, 1},
+		{"inferred schema", "", func(data []byte) (string, error) {
+			var o inferred
+			err := avro.Unmarshal(avro.MustParse(inferredSchema), data, &o)
+			if o.K == nil || o.V == nil {
+				return "", fmt.Errorf("nulls in %+v", o)
+			}
+			return fmt.Sprintf("%s=%d", *o.K, *o.V), err
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := "avro-" + strings.ReplaceAll(tc.name, " ", "-")
+			sink, err := NewSink(b, SinkConfig{Step: "Write", Topic: topic, CreateTopic: true, ID: "job-1/" + topic,
+				Format: FormatAvro, AvroSchema: tc.schema, AttributeFields: []string{"origin"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rejects, err := sink.WriteRejecting(ctx, 0, []contract.Element{elem("a", 1), elem("big", 1<<40), elem("bb", 2)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rejects) != tc.rejects || (tc.rejects > 0 && (rejects[0].Index != 1 || rejects[0].Err.Reason != ReasonNotPublishable)) {
+				t.Fatalf("rejects = %+v", rejects)
+			}
+			if err := sink.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.CreateSubscription(ctx, "check-"+topic, topic, SubscriptionConfig{FromBeginning: true}); err != nil {
+				t.Fatal(err)
+			}
+			msgs, err := b.Pull(ctx, "check-"+topic, 10, true)
+			if err != nil || len(msgs) != 3-tc.rejects {
+				t.Fatalf("pull: %d, %v", len(msgs), err)
+			}
+			var got []string
+			for _, m := range msgs {
+				s, err := tc.decode(m.Data)
+				if err != nil {
+					t.Fatalf("message %q: %v", m.Data, err)
+				}
+				if m.Attributes["origin"] != "web" {
+					t.Errorf("attributes %v", m.Attributes)
+				}
+				got = append(got, s)
+			}
+			want := "a=1 bb=2"
+			if tc.rejects == 0 {
+				want = "a=1 big=1099511627776 bb=2"
+			}
+			if strings.Join(got, " ") != want {
+				t.Errorf("messages %v, want %s", got, want)
+			}
+		})
+	}
+	if _, err := NewSink(b, SinkConfig{Step: "Write", Topic: "t", ID: "j/w", Format: FormatJSON, AvroSchema: givenSchema}); err == nil {
+		t.Error("an Avro schema with format json was taken")
+	}
+	if _, err := NewSink(b, SinkConfig{Step: "Write", Topic: "t", ID: "j/w", Format: FormatAvro, AvroSchema: `"long"`}); err == nil {
+		t.Error("a schema of longs was taken for rows")
 	}
 }

@@ -11,13 +11,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/hamba/avro/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weir-dev/weir/io/avrorow"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
@@ -40,7 +43,8 @@ const (
 	// processing time than SourceConfig.MaxFutureSkew.
 	ReasonTimestampInFuture = "timestamp_in_future"
 	// ReasonMalformedPayload: a string-format message whose payload is
-	// not UTF-8 text.
+	// not UTF-8 text, an avro-format message whose payload is not a value
+	// of the schema.
 	ReasonMalformedPayload = "malformed_payload"
 )
 
@@ -62,10 +66,17 @@ const (
 	// is a malformed_payload reject); the sink publishes a row's one
 	// string field, as FormatRaw does.
 	FormatString
+	// FormatAvro: one Avro record per message, without a container (Beam's
+	// AVRO format: the writer's schema is the reader's), read into a row of
+	// its fields (SourceConfig.AvroSchema) and written from a row with a
+	// given schema or one inferred from the rows (SinkConfig.AvroSchema).
+	// A payload that is not a value of the schema is a malformed_payload
+	// reject.
+	FormatAvro
 )
 
-// ParseFormat reads a format as written in pipeline files: json, raw or
-// string (Beam's names, JSON, RAW and STRING, in any case).
+// ParseFormat reads a format as written in pipeline files: json, raw,
+// string or avro (Beam's names, JSON, RAW, STRING and AVRO, in any case).
 func ParseFormat(s string) (Format, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "json":
@@ -74,8 +85,12 @@ func ParseFormat(s string) (Format, error) {
 		return FormatRaw, nil
 	case "string":
 		return FormatString, nil
+	case "avro":
+		return FormatAvro, nil
+	case "proto":
+		return 0, fmt.Errorf("format %q is not supported (it needs the messages' protocol buffer descriptors): publish JSON or Avro, or read the payload with format raw: %w", s, ErrInvalidConfig)
 	}
-	return 0, fmt.Errorf("format %q: want json, raw or string: %w", s, ErrInvalidConfig)
+	return 0, fmt.Errorf("format %q: want json, raw, string or avro: %w", s, ErrInvalidConfig)
 }
 
 // String returns the format's name.
@@ -85,6 +100,8 @@ func (f Format) String() string {
 		return "raw"
 	case FormatString:
 		return "string"
+	case FormatAvro:
+		return "avro"
 	}
 	return "json"
 }
@@ -158,8 +175,13 @@ type SourceConfig struct {
 	Subscribe SubscriptionConfig
 	// Format says how payloads are read. FormatJSON needs Schema.
 	Format Format
-	// Schema is the schema of the rows produced from JSON.
+	// Schema is the schema of the rows produced from JSON. With
+	// FormatAvro it may be left nil: the rows are then AvroSchema's
+	// fields (AvroRowSchema), with the attribute fields after them.
 	Schema *row.Schema
+	// AvroSchema is the Avro record schema of FormatAvro's payloads, as
+	// JSON text. Schema's payload fields must be its fields.
+	AvroSchema string
 	// TimestampAttribute names the attribute holding each message's event
 	// time (RFC 3339 or epoch milliseconds). At most one of
 	// TimestampAttribute and TimestampField may be set; with neither, event
@@ -236,6 +258,19 @@ type SourceConfig struct {
 	// payload is the part of Schema the payload fills: Schema without the
 	// attribute fields (NewSource).
 	payload *row.Schema
+	// avro is AvroSchema parsed (Validate).
+	avro *avro.RecordSchema
+}
+
+// AvroRowSchema returns the schema of the rows an Avro record schema's
+// payloads are read into (its JSON text; see package avrorow for the
+// types).
+func AvroRowSchema(schemaJSON string) (*row.Schema, error) {
+	rs, err := avrorow.Parse(schemaJSON)
+	if err != nil {
+		return nil, err
+	}
+	return avrorow.RowSchema(rs)
 }
 
 // DefaultUnreachableAfter is the default SourceConfig.UnreachableAfter:
@@ -254,6 +289,8 @@ func (c *SourceConfig) EnsureDefaults() {
 			c.Schema = rawSchema
 		case FormatString:
 			c.Schema = stringSchema
+		case FormatAvro:
+			c.Schema = c.avroRows()
 		}
 	}
 	c.Subscribe.EnsureDefaults()
@@ -285,6 +322,26 @@ func (c *SourceConfig) EnsureDefaults() {
 	}
 }
 
+// avroRows returns AvroSchema's rows with the attribute fields after
+// them, nil when AvroSchema cannot be read (Validate says why).
+func (c *SourceConfig) avroRows() *row.Schema {
+	s, err := AvroRowSchema(c.AvroSchema)
+	if err != nil {
+		return nil
+	}
+	fields := slices.Clone(s.Fields)
+	for _, name := range c.AttributeFields {
+		fields = append(fields, row.Field{Name: name, Type: row.Of(row.KindString)})
+	}
+	if c.AttributesMap != "" {
+		fields = append(fields, row.Field{Name: c.AttributesMap, Type: row.Of(row.KindAny)})
+	}
+	if s, err = row.NewSchema(fields...); err != nil {
+		return nil
+	}
+	return s
+}
+
 // Validate reports settings that cannot work.
 func (c *SourceConfig) Validate() error {
 	bad := func(format string, args ...any) error {
@@ -310,10 +367,28 @@ func (c *SourceConfig) Validate() error {
 	if c.IDAttribute != "" && c.IDField != "" {
 		return bad("set id_attribute or id_field, not both")
 	}
-	if _, err := c.payloadSchema(); err != nil {
+	payload, err := c.payloadSchema()
+	if err != nil {
 		return bad("%v", err)
 	}
-	if c.Schema == nil && (c.Format == FormatJSON || c.TimestampField != "" || c.IDField != "" || len(c.Required) > 0) {
+	if c.Format == FormatAvro {
+		if c.AvroSchema == "" {
+			return bad("format avro needs the payloads' Avro record schema")
+		}
+		if c.avro, err = avrorow.Parse(c.AvroSchema); err != nil {
+			return bad("%v", err)
+		}
+		if payload != nil {
+			want := make([]string, 0, len(c.avro.Fields()))
+			for _, f := range c.avro.Fields() {
+				want = append(want, f.Name())
+			}
+			if !slices.Equal(payload.Names(), want) {
+				return bad("the rows' payload fields (%s) are not the Avro schema's (%s)", strings.Join(payload.Names(), ", "), strings.Join(want, ", "))
+			}
+		}
+	}
+	if c.Schema == nil && (c.Format == FormatJSON || c.Format == FormatAvro || c.TimestampField != "" || c.IDField != "" || len(c.Required) > 0) {
 		return bad("format %s needs a schema", c.Format)
 	}
 	for _, f := range []struct{ what, name string }{{"timestamp_field", c.TimestampField}, {"id_field", c.IDField}} {
@@ -322,7 +397,7 @@ func (c *SourceConfig) Validate() error {
 		}
 	}
 	switch c.Format {
-	case FormatJSON:
+	case FormatJSON, FormatAvro:
 		for _, name := range c.Required {
 			if c.Schema.Index(name) < 0 {
 				return bad("required field %q is not a field of the schema (fields: %s)", name, strings.Join(c.Schema.Names(), ", "))

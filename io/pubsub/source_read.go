@@ -8,6 +8,7 @@ package pubsub
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/weir-dev/weir/io/avrorow"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
@@ -645,6 +647,11 @@ func (s *split) messageRow(data []byte, hdr nats.Header, publish mtime.Time) (*r
 		}
 		r = row.New(s.cfg.Schema)
 		r.Values[0] = string(data)
+	case FormatAvro:
+		var reason, msg string
+		if r, reason, msg = s.decodeAvro(data); r == nil {
+			return nil, reason, msg
+		}
 	default:
 		var reason, msg string
 		if r, reason, msg = s.decode(data); r == nil {
@@ -709,6 +716,27 @@ func (s *split) decode(data []byte) (*row.Row, string, string) {
 	return s.checkRequired(r)
 }
 
+// decodeAvro reads an Avro record of the source's schema into a row, as
+// decode reads JSON.
+func (s *split) decodeAvro(data []byte) (*row.Row, string, string) {
+	m, err := avrorow.Decode(s.cfg.avro, data)
+	if err != nil {
+		return nil, ReasonMalformedPayload, fmt.Sprintf("the payload is %v (format avro, schema %s)", err, s.cfg.avro.FullName())
+	}
+	r := row.New(s.cfg.Schema)
+	for i, f := range s.cfg.payload.Fields {
+		v, err := row.FromJSON(m[f.Name], f.Type)
+		if err != nil {
+			if i == s.tsField {
+				return nil, timestampReason(err, ReasonBadTimestamp), fmt.Sprintf("field %s: %v", f.Name, err)
+			}
+			return nil, timestampReason(err, ReasonSchemaMismatch), fmt.Sprintf("field %s: %v", f.Name, err)
+		}
+		r.Values[i] = v
+	}
+	return s.checkRequired(r)
+}
+
 // checkRequired returns r, or a reject's reason and message when a
 // required field of r is null.
 func (s *split) checkRequired(r *row.Row) (*row.Row, string, string) {
@@ -728,8 +756,15 @@ func timestampReason(err error, def string) string {
 }
 
 func (s *split) reject(data []byte, reason, msg string, t mtime.Time, src *contract.SourcePos) contract.Element {
+	elem := string(data)
+	if !utf8.Valid(data) {
+		// Text would mangle it (JSON replaces what is not UTF-8): the
+		// reject keeps the payload whole, in base64.
+		elem = base64.StdEncoding.EncodeToString(data)
+		msg += " (the element is the payload in base64: it is not UTF-8 text)"
+	}
 	return contract.Element{
-		Value: contract.Reject{Element: string(data), Step: s.cfg.Step, Reason: reason, Message: msg, Source: src},
+		Value: contract.Reject{Element: elem, Step: s.cfg.Step, Reason: reason, Message: msg, Source: src},
 		Time:  t, Window: window.Global, Pane: window.NoFiring, Source: src,
 	}
 }

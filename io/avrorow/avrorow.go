@@ -1,0 +1,364 @@
+// Package avrorow maps Avro records to rows and back, for the connectors
+// that read and write Avro (files' object containers, Pub/Sub payloads):
+// long and int → int, float and double → float, boolean → bool, string,
+// bytes, enum and fixed → string, timestamp-millis/micros → timestamp,
+// arrays → lists, records → nested rows, maps → any, a union with null →
+// its other branch (nullable). Rows written without a schema get one of
+// their own, every field a union with null.
+//
+// It may import mtime, row, github.com/hamba/avro/v2 and the standard
+// library.
+package avrorow
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/hamba/avro/v2"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+)
+
+// RowSchema is the row schema of records of rs, field by field.
+func RowSchema(rs *avro.RecordSchema) (*row.Schema, error) {
+	fields := make([]row.Field, 0, len(rs.Fields()))
+	for _, f := range rs.Fields() {
+		t, err := rowType(f.Type())
+		if err != nil {
+			return nil, fmt.Errorf("field %s: %w", f.Name(), err)
+		}
+		fields = append(fields, row.Field{Name: f.Name(), Type: t})
+	}
+	return row.NewSchema(fields...)
+}
+
+func rowType(s avro.Schema) (row.Type, error) {
+	if r, ok := s.(*avro.RefSchema); ok {
+		s = r.Schema()
+	}
+	if ls, ok := s.(avro.LogicalTypeSchema); ok && ls.Logical() != nil {
+		switch ls.Logical().Type() {
+		case avro.TimestampMillis, avro.TimestampMicros, avro.LocalTimestampMillis, avro.LocalTimestampMicros:
+			return row.Of(row.KindTimestamp), nil
+		}
+	}
+	switch x := s.(type) {
+	case *avro.PrimitiveSchema:
+		switch x.Type() {
+		case avro.Int, avro.Long:
+			return row.Of(row.KindInt), nil
+		case avro.Float, avro.Double:
+			return row.Of(row.KindFloat), nil
+		case avro.Boolean:
+			return row.Of(row.KindBool), nil
+		case avro.String, avro.Bytes:
+			return row.Of(row.KindString), nil
+		case avro.Null:
+			return row.Of(row.KindAny), nil
+		}
+	case *avro.NullSchema:
+		return row.Of(row.KindAny), nil
+	case *avro.EnumSchema:
+		return row.Of(row.KindString), nil
+	case *avro.FixedSchema:
+		return row.Of(row.KindString), nil
+	case *avro.RecordSchema:
+		rs, err := RowSchema(x)
+		if err != nil {
+			return row.Type{}, err
+		}
+		return row.Type{Kind: row.KindRow, Row: rs}, nil
+	case *avro.ArraySchema:
+		elem, err := rowType(x.Items())
+		if err != nil {
+			return row.Type{}, err
+		}
+		return row.Type{Kind: row.KindList, Elem: &elem}, nil
+	case *avro.MapSchema:
+		return row.Of(row.KindAny), nil
+	case *avro.UnionSchema:
+		var other []avro.Schema
+		for _, t := range x.Types() {
+			if t.Type() != avro.Null {
+				other = append(other, t)
+			}
+		}
+		if len(other) == 1 {
+			return rowType(other[0])
+		}
+		return row.Of(row.KindAny), nil
+	}
+	return row.Type{}, fmt.Errorf("Avro type %s has no row type", s.Type())
+}
+
+// Plain turns a decoded Avro value into the plain values row.FromJSON
+// takes.
+func Plain(v any) any {
+	switch x := v.(type) {
+	case int:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case float32:
+		return float64(x)
+	case []byte:
+		return string(x)
+	case time.Time:
+		return mtime.FromTime(x)
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = Plain(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = Plain(e)
+		}
+		return out
+	}
+	return v
+}
+
+// SchemaOf is the Avro record schema of rows of s: every field a union
+// with null.
+func SchemaOf(s *row.Schema) (avro.Schema, error) {
+	var n int
+	rec, err := record(s, "Row", &n)
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+func record(s *row.Schema, name string, n *int) (*avro.RecordSchema, error) {
+	fields := make([]*avro.Field, 0, s.Len())
+	for _, f := range s.Fields {
+		t, err := typeOf(f.Type, n)
+		if err != nil {
+			return nil, fmt.Errorf("field %s: %w", f.Name, err)
+		}
+		u, err := avro.NewUnionSchema([]avro.Schema{avro.NewNullSchema(), t})
+		if err != nil {
+			return nil, err
+		}
+		af, err := avro.NewField(f.Name, u, avro.WithDefault(nil))
+		if err != nil {
+			return nil, fmt.Errorf("field %s: %w", f.Name, err)
+		}
+		fields = append(fields, af)
+	}
+	return avro.NewRecordSchema(name, "weir", fields)
+}
+
+func typeOf(t row.Type, n *int) (avro.Schema, error) {
+	switch t.Kind {
+	case row.KindInt:
+		return avro.NewPrimitiveSchema(avro.Long, nil), nil
+	case row.KindFloat:
+		return avro.NewPrimitiveSchema(avro.Double, nil), nil
+	case row.KindBool:
+		return avro.NewPrimitiveSchema(avro.Boolean, nil), nil
+	case row.KindString, row.KindAny:
+		return avro.NewPrimitiveSchema(avro.String, nil), nil
+	case row.KindTimestamp:
+		return avro.NewPrimitiveSchema(avro.Long, avro.NewPrimitiveLogicalSchema(avro.TimestampMillis)), nil
+	case row.KindList:
+		elem := row.Of(row.KindAny)
+		if t.Elem != nil {
+			elem = *t.Elem
+		}
+		et, err := typeOf(elem, n)
+		if err != nil {
+			return nil, err
+		}
+		u, err := avro.NewUnionSchema([]avro.Schema{avro.NewNullSchema(), et})
+		if err != nil {
+			return nil, err
+		}
+		return avro.NewArraySchema(u), nil
+	case row.KindRow:
+		if t.Row == nil {
+			return avro.NewPrimitiveSchema(avro.String, nil), nil
+		}
+		*n++
+		return record(t.Row, fmt.Sprintf("Row%d", *n), n)
+	}
+	return nil, fmt.Errorf("type %s has no Avro type", t)
+}
+
+// value is the value the Avro encoder takes for row value v of
+// Avro type s: a union as a one-entry map {branch: value}, as hamba/avro
+// encodes unions from generic values (the first branch v fits, else the
+// first that is not null); ints and floats narrowed to an int or float
+// field's width when they fit, strings as bytes for a bytes field.
+func value(v any, s avro.Schema) any {
+	if r, ok := s.(*avro.RefSchema); ok {
+		s = r.Schema()
+	}
+	if u, ok := s.(*avro.UnionSchema); ok {
+		if v == nil {
+			return nil
+		}
+		var branch avro.Schema
+		for _, b := range u.Types() {
+			if b.Type() == avro.Null {
+				continue
+			}
+			if branch == nil {
+				branch = b
+			}
+			if fits(v, b) {
+				branch = b
+				break
+			}
+		}
+		if branch == nil {
+			return nil
+		}
+		x := value(v, branch)
+		if x == nil {
+			return nil
+		}
+		name := string(branch.Type())
+		if n, ok := branch.(avro.NamedSchema); ok {
+			name = n.FullName()
+		} else if ls, ok := branch.(avro.LogicalTypeSchema); ok && ls.Logical() != nil {
+			name += "." + string(ls.Logical().Type())
+		}
+		return map[string]any{name: x}
+	}
+	if v == nil {
+		return nil
+	}
+	switch x := s.(type) {
+	case *avro.PrimitiveSchema:
+		if x.Logical() != nil && isTimestamp(x.Logical().Type()) {
+			ts, err := row.ToTimestamp(v)
+			if err != nil {
+				return nil
+			}
+			return ts.ToTime()
+		}
+		switch x.Type() {
+		case avro.Long:
+			if i, ok := v.(int); ok {
+				return int64(i)
+			}
+		case avro.Int:
+			if i, ok := v.(int64); ok && i >= math.MinInt32 && i <= math.MaxInt32 {
+				return int32(i)
+			}
+		case avro.Float:
+			if f, ok := v.(float64); ok {
+				return float32(f)
+			}
+		case avro.Double:
+			if i, ok := v.(int64); ok {
+				return float64(i)
+			}
+		case avro.Bytes:
+			if s, ok := v.(string); ok {
+				return []byte(s)
+			}
+		case avro.String:
+			if _, ok := v.(string); !ok {
+				return string(row.AppendJSONValue(nil, v))
+			}
+		}
+		return v
+	case *avro.ArraySchema:
+		l, _ := v.([]any)
+		out := make([]any, len(l))
+		for i, e := range l {
+			out[i] = value(e, x.Items())
+		}
+		return out
+	case *avro.MapSchema:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return v
+		}
+		out := make(map[string]any, len(m))
+		for k, e := range m {
+			out[k] = value(e, x.Values())
+		}
+		return out
+	case *avro.FixedSchema:
+		if s, ok := v.(string); ok {
+			return []byte(s)
+		}
+	case *avro.RecordSchema:
+		r, ok := row.AsRow(v)
+		if !ok {
+			return nil
+		}
+		return RecordValue(r, x)
+	}
+	return v
+}
+
+// isTimestamp reports whether a logical type is one of the timestamps
+// rows hold as timestamps.
+func isTimestamp(t avro.LogicalType) bool {
+	switch t {
+	case avro.TimestampMillis, avro.TimestampMicros, avro.LocalTimestampMillis, avro.LocalTimestampMicros:
+		return true
+	}
+	return false
+}
+
+// fits reports whether row value v (not nil) is of the kind of Avro type
+// s, for the choice of a union's branch.
+func fits(v any, s avro.Schema) bool {
+	if r, ok := s.(*avro.RefSchema); ok {
+		s = r.Schema()
+	}
+	if ls, ok := s.(avro.LogicalTypeSchema); ok && ls.Logical() != nil && isTimestamp(ls.Logical().Type()) {
+		_, ok := v.(mtime.Time)
+		return ok
+	}
+	switch x := v.(type) {
+	case int64, int:
+		i, _ := v.(int64)
+		if n, ok := v.(int); ok {
+			i = int64(n)
+		}
+		return s.Type() == avro.Long || (s.Type() == avro.Int && i >= math.MinInt32 && i <= math.MaxInt32)
+	case float64:
+		return s.Type() == avro.Double || s.Type() == avro.Float
+	case bool:
+		return s.Type() == avro.Boolean
+	case string:
+		switch y := s.(type) {
+		case *avro.EnumSchema:
+			return slices.Contains(y.Symbols(), x)
+		case *avro.FixedSchema:
+			return len(x) == y.Size()
+		}
+		return s.Type() == avro.String || s.Type() == avro.Bytes
+	case []any:
+		return s.Type() == avro.Array
+	case map[string]any:
+		return s.Type() == avro.Map
+	}
+	if _, ok := row.AsRow(v); ok {
+		return s.Type() == avro.Record
+	}
+	return false
+}
+
+// RecordValue is row r as the Avro encoder takes it for record schema
+// rs (fields by name).
+func RecordValue(r *row.Row, rs *avro.RecordSchema) map[string]any {
+	m := make(map[string]any, len(rs.Fields()))
+	for _, f := range rs.Fields() {
+		v, _ := r.Get(f.Name())
+		m[f.Name()] = value(v, f.Type())
+	}
+	return m
+}
