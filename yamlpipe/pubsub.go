@@ -354,6 +354,12 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 	if cfg.IDField, _, err = l.optStr(t.config, "id_field"); err != nil {
 		return nil, err
 	}
+	if cfg.IDAttribute, _, err = l.optStr(t.config, "id_attribute"); err != nil {
+		return nil, err
+	}
+	if cfg.TimestampAttribute, _, err = l.optStr(t.config, "timestamp_attribute"); err != nil {
+		return nil, err
+	}
 	if cfg.IDField != "" && in.schema.Index(cfg.IDField) < 0 {
 		return nil, l.errf(t.typNode, "id_field %q is not a field of the input (%s)", cfg.IDField, in.schema)
 	}

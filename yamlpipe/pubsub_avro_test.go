@@ -198,6 +198,8 @@ func TestPubSubAvroConfig(t *testing.T) {
 			`WriteToPubSub schema: field "z" is not a payload field of the input (k:string, n:int)`},
 		{"format: avro, " + mapping, "format: json, schema: {type: record, name: W, fields: [{name: k, type: string}]}", "",
 			"WriteToPubSub takes a schema with format avro only"},
+		{"format: avro, " + mapping, "format: avro, id_attribute: uid, timestamp_attribute: ts", "", ""},
+		{"format: avro, " + mapping, "id_attribute: t, timestamp_attribute: t", "", `id_attribute and timestamp_attribute are both "t"`},
 	} {
 		s, err := load(tc.read, tc.write)
 		if tc.err != "" {

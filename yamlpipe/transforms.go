@@ -63,7 +63,7 @@ func lookupTransform(typ string) (*transformDef, bool) {
 			"id_attribute", "id_field", "attributes", "attributes_map", "dedupe_window", "max_out_of_orderness", "idle_timeout", "ack_wait", "max_future_skew", "error_handling"},
 			source: true, errors: true, build: buildReadFromPubSub}, true
 	case "WriteToPubSub":
-		return &transformDef{keys: []string{"topic", "format", "schema", "id_field", "attributes", "attributes_map", "error_handling"}, sink: true, errors: true, build: buildWriteToPubSub}, true
+		return &transformDef{keys: []string{"topic", "format", "schema", "id_field", "id_attribute", "timestamp_attribute", "attributes", "attributes_map", "error_handling"}, sink: true, errors: true, build: buildWriteToPubSub}, true
 	case "WriteToSql":
 		return &transformDef{keys: []string{"driver", "dsn", "table", "key", "mode", "layout", "merge_interval", "convert", "error_handling"}, sink: true, errors: true, build: buildWriteToSql}, true
 	case "MapToFields":

@@ -60,6 +60,16 @@ type SinkConfig struct {
 	// that holds no map) is a not_publishable reject of the sink.
 	AttributeFields    []string
 	AttributesMapField string
+	// IDAttribute, when set, names an attribute holding each message's ID
+	// (the derived one, or IDField's value), Beam's id_attribute: a reader
+	// that dedupes on it (ReadFromPubSub's id_attribute, Dataflow's
+	// id_label) drops what a replay published again.
+	IDAttribute string
+	// TimestampAttribute, when set, names an attribute holding each
+	// element's event time as milliseconds since the Unix epoch (Beam's
+	// timestamp_attribute): a reader with the same timestamp_attribute
+	// reads the events at their own time, not at their publish time.
+	TimestampAttribute string
 	// Owns, when set, says which windows the sink publishes: an element
 	// whose window it returns false for is left out (the job service sets
 	// it during a parallel replacement, so that each window's panes reach
@@ -97,9 +107,20 @@ func (c *SinkConfig) Validate() error {
 			return bad("%v", err)
 		}
 	}
-	for _, k := range c.AttributeFields {
+	for _, k := range append(slices.Clone(c.AttributeFields), c.IDAttribute, c.TimestampAttribute) {
+		if k == "" {
+			continue
+		}
 		if err := validateAttribute(k); err != nil {
 			return bad("%v", err)
+		}
+	}
+	if c.IDAttribute != "" && c.IDAttribute == c.TimestampAttribute {
+		return bad("id_attribute and timestamp_attribute are both %q", c.IDAttribute)
+	}
+	for _, k := range c.AttributeFields {
+		if k == c.IDAttribute || k == c.TimestampAttribute {
+			return bad("the attribute %q is both an attribute field and the id_attribute or timestamp_attribute", k)
 		}
 	}
 	return nil
@@ -226,6 +247,11 @@ func (s *Sink) write(worker int, elems []contract.Element, rejects []contract.Si
 			continue
 		}
 		m.cutShort = elems[i].Pane.CutShort
+		if s.cfg.TimestampAttribute != "" {
+			// In the pre-committed part with the other attributes, so
+			// that a replay publishes what the first commit would have.
+			m.attrs = append(m.attrs, s.cfg.TimestampAttribute, strconv.FormatInt(int64(elems[i].Time), 10))
+		}
 		msgs = append(msgs, m)
 	}
 	s.mu.Lock()
@@ -463,6 +489,12 @@ func (s *Sink) publish(ctx context.Context, msgs []outMsg) error {
 	base, err := newMsg(s.cfg.Topic, nil, s.cfg.Attributes)
 	if err != nil {
 		return err
+	}
+	if s.cfg.IDAttribute != "" {
+		for i := range msgs {
+			a := msgs[i].attrs
+			msgs[i].attrs = append(a[:len(a):len(a)], s.cfg.IDAttribute, msgs[i].id)
+		}
 	}
 	published, dups, err := s.b.publishAsync(ctx, base, msgs)
 	s.mu.Lock()

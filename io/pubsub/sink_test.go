@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hamba/avro/v2"
 
+	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
@@ -439,5 +441,81 @@ func TestSinkAvro(t *testing.T) {
 	}
 	if _, err := NewSink(b, SinkConfig{Step: "Write", Topic: "t", ID: "j/w", Format: FormatAvro, AvroSchema: `"long"`}); err == nil {
 		t.Error("a schema of longs was taken for rows")
+	}
+}
+
+// TestSinkIDAndTimestampAttributes: Beam's id_attribute and
+// timestamp_attribute. Each message carries its ID and its element's
+// event time in those attributes, the same on a replay of the commit; a
+// source reading the topic with the same names reads the events at
+// their own times.
+func TestSinkIDAndTimestampAttributes(t *testing.T) {
+	b := newTestBroker(t)
+	ctx := tctx(t)
+	sch := row.MustSchema(row.Field{Name: "k", Type: row.Of(row.KindString)})
+	t0 := mtime.FromTime(time.Date(2026, 3, 1, 0, 1, 0, 0, time.UTC))
+	var elems []contract.Element
+	for i, k := range []string{"a", "b"} {
+		r := row.New(sch)
+		r.Values[0] = k
+		elems = append(elems, contract.Element{Value: r, Time: t0.Add(mtime.Duration(i) * mtime.Second)})
+	}
+	sink, err := NewSink(b, SinkConfig{Step: "Write", Topic: "stamped", CreateTopic: true, ID: "job-1/Write",
+		IDAttribute: "uid", TimestampAttribute: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateTopic(ctx, "stamped", TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"check", "look"} {
+		if _, err := b.CreateSubscription(ctx, sub, "stamped", SubscriptionConfig{FromBeginning: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src, err := NewSource(b, SourceConfig{Step: "Read", Subscription: "check", Schema: sch, IDAttribute: "uid", TimestampAttribute: "ts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Write(ctx, 0, elems); err != nil {
+		t.Fatal(err)
+	}
+	p, err := sink.PreCommit(ctx, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the commit, and its replay after a crash
+		if err := sink.Commit(ctx, 1, [][]byte{p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if published, dups := sink.Stats(); published != 2 || dups != 2 {
+		t.Fatalf("published %d, duplicates %d; want 2 and 2", published, dups)
+	}
+	sp := openSplit(t, src)
+	got := readN(t, ctx, sp, 2, 4)
+	for i, e := range got {
+		if want := elems[i].Time; e.Time != want {
+			t.Errorf("element %d at %s, want its event time %s", i, e.Time.Format(), want.Format())
+		}
+	}
+	msgs, err := b.Pull(ctx, "look", 10, true)
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("pulled %d, %v", len(msgs), err)
+	}
+	for _, m := range msgs {
+		if !strings.HasPrefix(m.Attributes["uid"], "job-1/Write/") || m.Attributes["uid"] != m.ID {
+			t.Errorf("uid %q, message ID %q", m.Attributes["uid"], m.ID)
+		}
+	}
+	for _, tc := range []SinkConfig{
+		{IDAttribute: "x", TimestampAttribute: "x"},
+		{IDAttribute: "nats-id"},
+		{TimestampAttribute: "k", AttributeFields: []string{"k"}},
+	} {
+		tc.Step, tc.Topic, tc.ID = "Write", "t", "j/w"
+		if _, err := NewSink(b, tc); err == nil {
+			t.Errorf("%+v: taken", tc)
+		}
 	}
 }
