@@ -325,15 +325,23 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 		}
 	}
 	if sn := t.config.Get("schema"); sn != nil {
-		if cfg.Format != pubsub.FormatAvro {
-			return nil, l.errf(sn, "WriteToPubSub takes a schema with format avro only (format %s writes the rows' own fields)", cfg.Format)
-		}
-		if cfg.AvroSchema, err = srcschema.AvroText(l.file, sn); err != nil {
-			return nil, positioned(err)
-		}
-		fields, err := pubsub.AvroRowSchema(cfg.AvroSchema)
-		if err != nil {
-			return nil, l.errf(sn, "schema: %v", err)
+		var fields *row.Schema
+		switch cfg.Format {
+		case pubsub.FormatAvro:
+			if cfg.AvroSchema, err = srcschema.AvroText(l.file, sn); err != nil {
+				return nil, positioned(err)
+			}
+			if fields, err = pubsub.AvroRowSchema(cfg.AvroSchema); err != nil {
+				return nil, l.errf(sn, "schema: %v", err)
+			}
+		case pubsub.FormatJSON:
+			// Beam's JSON format writes the rows' own fields whatever the
+			// schema says; weir checks that it says the same.
+			if fields, _, err = l.sourceSchema(sn); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, l.errf(sn, "WriteToPubSub with format raw or string takes no schema: it publishes the one payload field's text")
 		}
 		// Every field of the schema from the rows, every field of the
 		// rows into the messages: nothing left out unsaid.
@@ -344,7 +352,7 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 		}
 		for _, p := range payload {
 			if fields.Index(p.Name) < 0 {
-				return nil, l.errf(sn, "WriteToPubSub schema: the input's field %q is not in the Avro schema, so the messages would leave it out: add it to the schema, or drop it before this step", p.Name)
+				return nil, l.errf(sn, "WriteToPubSub schema: the input's field %q is not in the schema, so the messages would leave it out: add it to the schema, or drop it before this step", p.Name)
 			}
 		}
 	}
