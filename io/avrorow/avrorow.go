@@ -22,11 +22,20 @@ import (
 	"github.com/weir-dev/weir/row"
 )
 
-// RowSchema is the row schema of records of rs, field by field.
+// RowSchema is the row schema of records of rs, field by field. A
+// record that contains itself (a recursive schema) is held, where it
+// recurs, as a value of type any.
 func RowSchema(rs *avro.RecordSchema) (*row.Schema, error) {
+	return rowSchema(rs, map[string]bool{})
+}
+
+// rowSchema is RowSchema with the records being expanded in open.
+func rowSchema(rs *avro.RecordSchema, open map[string]bool) (*row.Schema, error) {
+	open[rs.FullName()] = true
+	defer delete(open, rs.FullName())
 	fields := make([]row.Field, 0, len(rs.Fields()))
 	for _, f := range rs.Fields() {
-		t, err := rowType(f.Type())
+		t, err := rowType(f.Type(), open)
 		if err != nil {
 			return nil, fmt.Errorf("field %s: %w", f.Name(), err)
 		}
@@ -35,9 +44,12 @@ func RowSchema(rs *avro.RecordSchema) (*row.Schema, error) {
 	return row.NewSchema(fields...)
 }
 
-func rowType(s avro.Schema) (row.Type, error) {
+func rowType(s avro.Schema, open map[string]bool) (row.Type, error) {
 	if r, ok := s.(*avro.RefSchema); ok {
 		s = r.Schema()
+	}
+	if n, ok := s.(avro.NamedSchema); ok && open[n.FullName()] {
+		return row.Of(row.KindAny), nil // a record within itself
 	}
 	if ls, ok := s.(avro.LogicalTypeSchema); ok && ls.Logical() != nil {
 		switch ls.Logical().Type() {
@@ -66,13 +78,13 @@ func rowType(s avro.Schema) (row.Type, error) {
 	case *avro.FixedSchema:
 		return row.Of(row.KindString), nil
 	case *avro.RecordSchema:
-		rs, err := RowSchema(x)
+		rs, err := rowSchema(x, open)
 		if err != nil {
 			return row.Type{}, err
 		}
 		return row.Type{Kind: row.KindRow, Row: rs}, nil
 	case *avro.ArraySchema:
-		elem, err := rowType(x.Items())
+		elem, err := rowType(x.Items(), open)
 		if err != nil {
 			return row.Type{}, err
 		}
@@ -87,7 +99,7 @@ func rowType(s avro.Schema) (row.Type, error) {
 			}
 		}
 		if len(other) == 1 {
-			return rowType(other[0])
+			return rowType(other[0], open)
 		}
 		return row.Of(row.KindAny), nil
 	}

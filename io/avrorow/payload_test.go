@@ -55,12 +55,43 @@ func testOrder() order {
 	return o
 }
 
-func TestDecodeReadsWhatAWriterWrote(t *testing.T) {
-	rs, err := Parse(orderSchema)
+// hambaRow is the oracle: the payload decoded by hamba/avro's generic
+// decoder, turned into row values as the file source turns its records.
+func hambaRow(t *testing.T, rs *avro.RecordSchema, sch *row.Schema, data []byte) string {
+	t.Helper()
+	var m map[string]any
+	if err := avro.Unmarshal(rs, data, &m); err != nil {
+		t.Fatal(err)
+	}
+	r := row.New(sch)
+	for i, f := range sch.Fields {
+		v, err := row.FromJSON(Plain(m[f.Name]), f.Type)
+		if err != nil {
+			t.Fatalf("oracle, field %s: %v", f.Name, err)
+		}
+		r.Values[i] = v
+	}
+	return string(row.AppendJSON(nil, r))
+}
+
+func decodeRow(t *testing.T, rs *avro.RecordSchema, sch *row.Schema, data []byte) (string, error) {
+	t.Helper()
+	d, err := NewDecoder(rs, sch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := avro.Marshal(rs, testOrder())
+	r := row.New(sch)
+	if err := d.Decode(data, r.Values); err != nil {
+		return "", err
+	}
+	return string(row.AppendJSON(nil, r)), nil
+}
+
+// TestDecoderReadsWhatAWriterWrote: the Decoder reads a record written by
+// hamba/avro into the row hamba's own generic decoder gives, for every
+// type a row takes.
+func TestDecoderReadsWhatAWriterWrote(t *testing.T) {
+	rs, err := Parse(orderSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,31 +100,42 @@ func TestDecodeReadsWhatAWriterWrote(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name string
-		data []byte
+		name  string
+		order func(o *order)
 	}{
-		{"exact", data},
-		// Bytes after the value are ignored, as Beam's schemaless reader
-		// ignores them.
-		{"trailing bytes", append(append([]byte(nil), data...), 0xff, 0x01)},
+		{"every field set", func(*order) {}},
+		{"a null, empty lists and maps", func(o *order) { o.Note, o.Tags, o.Attrs = nil, nil, map[string]int64{} }},
+		{"before the epoch, extremes", func(o *order) {
+			o.TS = time.Date(1969, 12, 31, 23, 59, 59, 999e6, time.UTC)
+			o.Amount, o.Qty, o.Price = -1<<63, -1<<31, -3.25
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := Decode(rs, tc.data)
+			o := testOrder()
+			tc.order(&o)
+			data, err := avro.Marshal(rs, o)
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := row.New(sch)
-			for i, f := range sch.Fields {
-				if r.Values[i], err = row.FromJSON(m[f.Name], f.Type); err != nil {
-					t.Fatalf("field %s: %v", f.Name, err)
-				}
+			want := hambaRow(t, rs, sch, data)
+			got, err := decodeRow(t, rs, sch, data)
+			if err != nil {
+				t.Fatal(err)
 			}
-			got := string(row.AppendJSON(nil, r))
-			want := `{"region":"NORTH","amount":250,"qty":3,"price":1.5,"ok":true,"ts":"2026-03-01T00:01:00.000Z","note":"gift","tags":["a","b"],"attrs":{"x":1},"kind":"B","blob":"hi","ship":{"city":"Oslo"}}`
 			if got != want {
 				t.Errorf("row\n got %s\nwant %s", got, want)
 			}
+			// Bytes after the value are ignored, as Beam's schemaless
+			// reader ignores them.
+			if got2, err := decodeRow(t, rs, sch, append(data, 0xff, 0x01)); err != nil || got2 != want {
+				t.Errorf("with trailing bytes: %s, %v", got2, err)
+			}
 		})
+	}
+	want := `{"region":"NORTH","amount":250,"qty":3,"price":1.5,"ok":true,"ts":"2026-03-01T00:01:00.000Z","note":"gift","tags":["a","b"],"attrs":{"x":1},"kind":"B","blob":"hi","ship":{"city":"Oslo"}}`
+	data, _ := avro.Marshal(rs, testOrder())
+	if got, _ := decodeRow(t, rs, sch, data); got != want {
+		t.Errorf("row\n got %s\nwant %s", got, want)
 	}
 }
 
@@ -108,23 +150,20 @@ func cat(parts ...[]byte) []byte {
 	return b
 }
 
-func TestDecodeRefusesMalformedPayloads(t *testing.T) {
-	nulls, err := Parse(`{"type": "record", "name": "R", "fields": [{"name": "n", "type": {"type": "array", "items": "null"}}]}`)
-	if err != nil {
-		t.Fatal(err)
+func TestDecoderRefusesMalformedPayloads(t *testing.T) {
+	parse := func(text string) *avro.RecordSchema {
+		t.Helper()
+		rs, err := Parse(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
 	}
-	maps, err := Parse(`{"type": "record", "name": "M", "fields": [{"name": "m", "type": {"type": "map", "values": "null"}}]}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	union, err := Parse(`{"type": "record", "name": "U", "fields": [{"name": "u", "type": ["null", "long"]}, {"name": "s", "type": "string"}]}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deep, err := Parse(`{"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]}`)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nulls := parse(`{"type": "record", "name": "R", "fields": [{"name": "n", "type": {"type": "array", "items": "null"}}]}`)
+	longs := parse(`{"type": "record", "name": "L", "fields": [{"name": "l", "type": {"type": "array", "items": "long"}}]}`)
+	maps := parse(`{"type": "record", "name": "M", "fields": [{"name": "m", "type": {"type": "map", "values": "null"}}]}`)
+	union := parse(`{"type": "record", "name": "U", "fields": [{"name": "u", "type": ["null", "long"]}, {"name": "s", "type": "string"}]}`)
+	deep := parse(`{"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]}`)
 	tooDeep := make([]byte, 0, 200)
 	for range 100 {
 		tooDeep = append(tooDeep, zz(1)...) // branch Node, again and again
@@ -136,10 +175,11 @@ func TestDecodeRefusesMalformedPayloads(t *testing.T) {
 		data []byte
 		want string
 	}{
-		// Eight bytes asking for 2^40 nulls: refused before a decoder
-		// would allocate them.
+		// Eight bytes asking for 2^40 nulls: refused before anything is
+		// allocated for them.
 		{"an array of nulls larger than the bound", nulls, cat(zz(1<<40), zz(0)), "more than 1048576"},
-		{"blocks adding up past the bound", nulls, cat(zz(MaxElements), zz(1), zz(0)), "more than 1048576"},
+		{"nulls past the bound on empty items", nulls, cat(zz(MaxEmptyItems), zz(1), zz(0)), "more than 4096 items that take no bytes"},
+		{"more longs than the payload holds", longs, cat(zz(1000), zz(1), zz(2)), "more than the payload's 2 bytes left can hold"},
 		{"a map larger than the bound", maps, cat(zz(-(1 << 30)), zz(0), zz(0)), "more than 1048576"},
 		{"a string longer than the payload", union, cat(zz(0), zz(1000), []byte("abc")), "past the payload's end"},
 		{"a union branch that does not exist", union, cat(zz(7)), "no branch 7"},
@@ -148,16 +188,24 @@ func TestDecodeRefusesMalformedPayloads(t *testing.T) {
 		{"a recursive record nested too deep", deep, tooDeep, "nest deeper"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Decode(tc.rs, tc.data)
+			sch, err := RowSchema(tc.rs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = decodeRow(t, tc.rs, sch, tc.data)
 			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
 			}
 		})
 	}
-	// Within the bound, nulls decode.
-	m, err := Decode(nulls, cat(zz(3), zz(0)))
-	if err != nil || len(m["n"].([]any)) != 3 {
-		t.Fatalf("three nulls: %v %v", m, err)
+	// Within the bounds, they decode; a recursive record recurs as a map.
+	sch, _ := RowSchema(nulls)
+	if got, err := decodeRow(t, nulls, sch, cat(zz(3), zz(0))); err != nil || got != `{"n":[null,null,null]}` {
+		t.Fatalf("three nulls: %s %v", got, err)
+	}
+	sch, _ = RowSchema(deep)
+	if got, err := decodeRow(t, deep, sch, cat(zz(1), zz(1), zz(0))); err != nil || got != `{"next":{"next":{"next":null}}}` || sch.String() != "{next:any}" {
+		t.Fatalf("a list of two: %s %v (rows %s)", got, err, sch)
 	}
 }
 

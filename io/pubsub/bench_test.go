@@ -181,3 +181,37 @@ func BenchmarkSeenIDs(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPayloadDecode measures a message's payload read into a row,
+// by format, for the same order (no broker):
+//
+//	go test -run XXX -bench PayloadDecode ./io/pubsub/
+func BenchmarkPayloadDecode(b *testing.B) {
+	jsonPayload := []byte(`{"region":"NORTH","amount":250,"ts":"2026-03-01T00:01:00Z","id":"o-1"}`)
+	avroPayload := avroOrder(b, "NORTH", 250, "2026-03-01T00:01:00Z", "o-1")
+	for _, tc := range []struct {
+		name string
+		cfg  SourceConfig
+		data []byte
+	}{
+		{"json", SourceConfig{Schema: orderSchema}, jsonPayload},
+		{"avro", SourceConfig{Format: FormatAvro, AvroSchema: orderAvro}, avroPayload},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			cfg := tc.cfg
+			cfg.Step, cfg.Subscription = "Read", "s"
+			src, err := NewSource(nil, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sp := &split{cfg: &src.cfg, tsField: -1, idField: -1}
+			b.SetBytes(int64(len(tc.data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if r, reason, msg := sp.messageRow(tc.data, nil, 0); r == nil {
+					b.Fatalf("%s: %s", reason, msg)
+				}
+			}
+		})
+	}
+}

@@ -258,8 +258,10 @@ type SourceConfig struct {
 	// payload is the part of Schema the payload fills: Schema without the
 	// attribute fields (NewSource).
 	payload *row.Schema
-	// avro is AvroSchema parsed (Validate).
-	avro *avro.RecordSchema
+	// avro is AvroSchema parsed (Validate); avroDec reads its payloads
+	// into the rows (NewSource).
+	avro    *avro.RecordSchema
+	avroDec *avrorow.Decoder
 }
 
 // AvroRowSchema returns the schema of the rows an Avro record schema's
@@ -524,6 +526,12 @@ func NewSource(b *Broker, cfg SourceConfig) (*Source, error) {
 		cfg.required = append(cfg.required, cfg.Schema.Index(name))
 	}
 	cfg.payload, _ = cfg.payloadSchema()
+	if cfg.Format == FormatAvro {
+		var err error
+		if cfg.avroDec, err = avrorow.NewDecoder(cfg.avro, cfg.payload); err != nil {
+			return nil, fmt.Errorf("ReadFromPubSub %s: %w: %w", cfg.Step, err, ErrInvalidConfig)
+		}
+	}
 	src := &Source{b: b, cfg: cfg, maxEvent: &atomic.Int64{}}
 	src.maxEvent.Store(int64(mtime.MinTimestamp))
 	return src, nil

@@ -21,7 +21,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/weir-dev/weir/io/avrorow"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
@@ -719,20 +718,9 @@ func (s *split) decode(data []byte) (*row.Row, string, string) {
 // decodeAvro reads an Avro record of the source's schema into a row, as
 // decode reads JSON.
 func (s *split) decodeAvro(data []byte) (*row.Row, string, string) {
-	m, err := avrorow.Decode(s.cfg.avro, data)
-	if err != nil {
-		return nil, ReasonMalformedPayload, fmt.Sprintf("the payload is %v (format avro, schema %s)", err, s.cfg.avro.FullName())
-	}
 	r := row.New(s.cfg.Schema)
-	for i, f := range s.cfg.payload.Fields {
-		v, err := row.FromJSON(m[f.Name], f.Type)
-		if err != nil {
-			if i == s.tsField {
-				return nil, timestampReason(err, ReasonBadTimestamp), fmt.Sprintf("field %s: %v", f.Name, err)
-			}
-			return nil, timestampReason(err, ReasonSchemaMismatch), fmt.Sprintf("field %s: %v", f.Name, err)
-		}
-		r.Values[i] = v
+	if err := s.cfg.avroDec.Decode(data, r.Values); err != nil {
+		return nil, ReasonMalformedPayload, fmt.Sprintf("the payload is %v (format avro, schema %s)", err, s.cfg.avro.FullName())
 	}
 	return s.checkRequired(r)
 }

@@ -41,7 +41,7 @@ const orderAvro = `{"type": "record", "name": "Order", "fields": [
 
 // avroOrder encodes an order with hamba/avro itself (not the code under
 // test); an empty id is null.
-func avroOrder(t *testing.T, region string, amount int64, ts, id string) []byte {
+func avroOrder(t testing.TB, region string, amount int64, ts, id string) []byte {
 	t.Helper()
 	type order struct {
 		Region string    `avro:"region"`

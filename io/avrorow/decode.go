@@ -1,0 +1,453 @@
+package avrorow
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/hamba/avro/v2"
+
+	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
+)
+
+// Decoder reads payloads of one record schema (one record each, without
+// a container) straight into the values of a row, with the bounds Decode
+// keeps: a payload that ends inside a value, declares more than
+// MaxElements array items and map entries, or nests deeper than 64 is
+// refused. It builds no intermediate map: a payload costs its values'
+// allocations only. A Decoder is safe for concurrent use.
+type Decoder struct {
+	fields []*node
+}
+
+// nodeKind is how a node's bytes are read.
+type nodeKind uint8
+
+const (
+	kNull nodeKind = iota
+	kBool
+	kLong // int and long
+	kFloat
+	kDouble
+	kString // string and bytes
+	kEnum
+	kFixed
+	kRecord
+	kArray
+	kMap
+	kUnion
+)
+
+// node is one Avro type compiled with the row type its value takes.
+type node struct {
+	kind nodeKind
+	// ts: a timestamp-millis (1) or -micros (1000) long, read as a
+	// timestamp where the row type is one.
+	ts      int64
+	symbols []string // enum
+	size    int      // fixed
+	// row: the record's row schema; nil reads it as a map (in a value of
+	// type any).
+	row    *row.Schema
+	names  []string // record field names, for maps
+	fields []*node  // record
+	items  *node    // array items, map values
+	// min is the fewest bytes a value takes (0 for null, an empty record).
+	min int
+	// branches: a union's; nullable is set for [null, T], read as T or nil.
+	branches []*node
+}
+
+// NewDecoder compiles rs for rows of schema sch, whose first fields are
+// rs's as RowSchema maps them (a source's rows may have more fields after
+// them: attribute fields).
+func NewDecoder(rs *avro.RecordSchema, sch *row.Schema) (*Decoder, error) {
+	if sch.Len() < len(rs.Fields()) {
+		return nil, fmt.Errorf("the rows %s have fewer fields than the Avro record %s", sch, rs.FullName())
+	}
+	c := compiler{plain: map[string]*node{}}
+	d := &Decoder{fields: make([]*node, len(rs.Fields()))}
+	for i, f := range rs.Fields() {
+		if sch.Fields[i].Name != f.Name() {
+			return nil, fmt.Errorf("row field %d is %s, the Avro record's %s", i, sch.Fields[i].Name, f.Name())
+		}
+		n, err := c.compile(f.Type(), sch.Fields[i].Type)
+		if err != nil {
+			return nil, fmt.Errorf("field %s: %w", f.Name(), err)
+		}
+		d.fields[i] = n
+	}
+	return d, nil
+}
+
+// compiler holds the records compiled to maps by name, so that a
+// recursive record compiles once.
+type compiler struct {
+	plain map[string]*node
+}
+
+// compile returns the node reading s into values of row type t (KindAny:
+// plain values, as a JSON decoder would give them), its min set.
+func (c *compiler) compile(s avro.Schema, t row.Type) (*node, error) {
+	n, err := c.node(s, t)
+	if err != nil {
+		return nil, err
+	}
+	switch n.kind {
+	case kNull:
+		n.min = 0
+	case kFloat:
+		n.min = 4
+	case kDouble:
+		n.min = 8
+	case kFixed:
+		n.min = n.size
+	case kRecord:
+		// A recursive record counts as taking no bytes where it recurs
+		// (its fields are being compiled): the bound stays safe.
+		n.min = 0
+		for _, f := range n.fields {
+			if f != nil {
+				n.min += f.min
+			}
+		}
+	default:
+		n.min = 1
+	}
+	return n, nil
+}
+
+func (c *compiler) node(s avro.Schema, t row.Type) (*node, error) {
+	if r, ok := s.(*avro.RefSchema); ok {
+		s = r.Schema()
+	}
+	plain := t.Kind == row.KindAny
+	switch x := s.(type) {
+	case *avro.NullSchema:
+		return &node{kind: kNull}, nil
+	case *avro.PrimitiveSchema:
+		n := &node{}
+		switch x.Type() {
+		case avro.Null:
+			n.kind = kNull
+		case avro.Boolean:
+			n.kind = kBool
+		case avro.Int, avro.Long:
+			n.kind = kLong
+			if l := x.Logical(); l != nil {
+				switch l.Type() {
+				case avro.TimestampMillis, avro.LocalTimestampMillis:
+					n.ts = 1
+				case avro.TimestampMicros, avro.LocalTimestampMicros:
+					n.ts = 1000
+				}
+			}
+		case avro.Float:
+			n.kind = kFloat
+		case avro.Double:
+			n.kind = kDouble
+		case avro.String, avro.Bytes:
+			n.kind = kString
+		default:
+			return nil, fmt.Errorf("Avro type %s is not read", x.Type())
+		}
+		return n, nil
+	case *avro.EnumSchema:
+		return &node{kind: kEnum, symbols: x.Symbols()}, nil
+	case *avro.FixedSchema:
+		return &node{kind: kFixed, size: x.Size()}, nil
+	case *avro.RecordSchema:
+		if plain {
+			if n, ok := c.plain[x.FullName()]; ok {
+				return n, nil
+			}
+		}
+		n := &node{kind: kRecord}
+		if plain {
+			c.plain[x.FullName()] = n
+		} else {
+			if t.Kind != row.KindRow || t.Row == nil || t.Row.Len() != len(x.Fields()) {
+				return nil, fmt.Errorf("record %s is not read into %s", x.FullName(), t)
+			}
+			n.row = t.Row
+		}
+		for i, f := range x.Fields() {
+			ft := row.Of(row.KindAny)
+			if !plain {
+				ft = t.Row.Fields[i].Type
+			}
+			fn, err := c.compile(f.Type(), ft)
+			if err != nil {
+				return nil, fmt.Errorf("field %s: %w", f.Name(), err)
+			}
+			n.names = append(n.names, f.Name())
+			n.fields = append(n.fields, fn)
+		}
+		return n, nil
+	case *avro.ArraySchema:
+		et := row.Of(row.KindAny)
+		if t.Kind == row.KindList && t.Elem != nil {
+			et = *t.Elem
+		}
+		items, err := c.compile(x.Items(), et)
+		if err != nil {
+			return nil, err
+		}
+		return &node{kind: kArray, items: items}, nil
+	case *avro.MapSchema:
+		values, err := c.compile(x.Values(), row.Of(row.KindAny))
+		if err != nil {
+			return nil, err
+		}
+		return &node{kind: kMap, items: values}, nil
+	case *avro.UnionSchema:
+		n := &node{kind: kUnion}
+		others := 0
+		for _, b := range x.Types() {
+			if b.Type() != avro.Null {
+				others++
+			}
+		}
+		for _, b := range x.Types() {
+			bt := row.Of(row.KindAny)
+			if others == 1 {
+				bt = t // [null, T] is read as T
+			}
+			bn, err := c.compile(b, bt)
+			if err != nil {
+				return nil, err
+			}
+			n.branches = append(n.branches, bn)
+		}
+		return n, nil
+	}
+	return nil, fmt.Errorf("Avro type %s is not read", s.Type())
+}
+
+// Decode reads data, one record, into vals[:n] for the record's n fields.
+// Bytes after the record are ignored, as Beam's schemaless reader ignores
+// them. An error wraps ErrMalformed.
+func (d *Decoder) Decode(data []byte, vals []any) error {
+	r := payloadReader{data: data}
+	for i, n := range d.fields {
+		v, err := r.read(n, 0)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		vals[i] = v
+	}
+	return nil
+}
+
+// payloadReader reads one payload.
+type payloadReader struct {
+	data  []byte
+	pos   int
+	elems int // array items and map entries so far
+	empty int // of them, items that take no bytes
+}
+
+func (r *payloadReader) long() (int64, error) {
+	v, n := binary.Varint(r.data[r.pos:])
+	if n <= 0 {
+		return 0, fmt.Errorf("no valid number at byte %d", r.pos)
+	}
+	r.pos += n
+	return v, nil
+}
+
+func (r *payloadReader) bytes(n int) ([]byte, error) {
+	if n < 0 || n > len(r.data)-r.pos {
+		return nil, fmt.Errorf("the payload ends at byte %d, inside a value", len(r.data))
+	}
+	b := r.data[r.pos : r.pos+n]
+	r.pos += n
+	return b, nil
+}
+
+func (r *payloadReader) str() (string, error) {
+	n, err := r.long()
+	if err != nil {
+		return "", err
+	}
+	if n < 0 || n > int64(len(r.data)-r.pos) {
+		return "", fmt.Errorf("a length of %d bytes at byte %d, past the payload's end", n, r.pos)
+	}
+	b, _ := r.bytes(int(n))
+	return string(b), nil
+}
+
+// MaxEmptyItems bounds the array items and map values of types that take
+// no bytes (null, a record of nulls) one payload may declare: nothing in
+// the payload pays for them.
+const MaxEmptyItems = 4096
+
+// count reads a block's item count (a negative count is followed by the
+// block's size in bytes) of items of at least min bytes each: no more
+// than the payload's bytes left can hold, MaxElements over the payload,
+// MaxEmptyItems of items that take no bytes.
+func (r *payloadReader) count(min int) (int, error) {
+	n, err := r.long()
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		if n == math.MinInt64 {
+			return 0, fmt.Errorf("a block of %d items", n)
+		}
+		n = -n
+		if _, err := r.long(); err != nil {
+			return 0, err
+		}
+	}
+	if n > int64(MaxElements-r.elems) {
+		return 0, fmt.Errorf("more than %d array items and map entries", MaxElements)
+	}
+	if min > 0 && n > int64((len(r.data)-r.pos)/min) {
+		return 0, fmt.Errorf("a block of %d items at byte %d, more than the payload's %d bytes left can hold", n, r.pos, len(r.data)-r.pos)
+	}
+	if min == 0 {
+		if n > int64(MaxEmptyItems-r.empty) {
+			return 0, fmt.Errorf("more than %d items that take no bytes", MaxEmptyItems)
+		}
+		r.empty += int(n)
+	}
+	r.elems += int(n)
+	return int(n), nil
+}
+
+func (r *payloadReader) read(n *node, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("values nest deeper than %d", maxDepth)
+	}
+	switch n.kind {
+	case kNull:
+		return nil, nil
+	case kBool:
+		b, err := r.bytes(1)
+		if err != nil {
+			return nil, err
+		}
+		return b[0] != 0, nil
+	case kLong:
+		v, err := r.long()
+		if err != nil {
+			return nil, err
+		}
+		if n.ts != 0 {
+			return mtime.Time(floorDiv(v, n.ts)), nil
+		}
+		return v, nil
+	case kFloat:
+		b, err := r.bytes(4)
+		if err != nil {
+			return nil, err
+		}
+		return float64(math.Float32frombits(binary.LittleEndian.Uint32(b))), nil
+	case kDouble:
+		b, err := r.bytes(8)
+		if err != nil {
+			return nil, err
+		}
+		return math.Float64frombits(binary.LittleEndian.Uint64(b)), nil
+	case kString:
+		return r.str()
+	case kEnum:
+		i, err := r.long()
+		if err != nil {
+			return nil, err
+		}
+		if i < 0 || i >= int64(len(n.symbols)) {
+			return nil, fmt.Errorf("the enum has no symbol %d", i)
+		}
+		return n.symbols[i], nil
+	case kFixed:
+		b, err := r.bytes(n.size)
+		if err != nil {
+			return nil, err
+		}
+		return string(b), nil
+	case kRecord:
+		if n.row == nil {
+			m := make(map[string]any, len(n.fields))
+			for i, f := range n.fields {
+				v, err := r.read(f, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				m[n.names[i]] = v
+			}
+			return m, nil
+		}
+		out := row.New(n.row)
+		for i, f := range n.fields {
+			v, err := r.read(f, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out.Values[i] = v
+		}
+		return out, nil
+	case kArray:
+		out := []any{}
+		for {
+			c, err := r.count(n.items.min)
+			if err != nil {
+				return nil, err
+			}
+			if c == 0 {
+				return out, nil
+			}
+			for range c {
+				v, err := r.read(n.items, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, v)
+			}
+		}
+	case kMap:
+		out := map[string]any{}
+		for {
+			c, err := r.count(1 + n.items.min) // the key's length, at least
+			if err != nil {
+				return nil, err
+			}
+			if c == 0 {
+				return out, nil
+			}
+			for range c {
+				k, err := r.str()
+				if err != nil {
+					return nil, err
+				}
+				v, err := r.read(n.items, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				out[k] = v
+			}
+		}
+	case kUnion:
+		i, err := r.long()
+		if err != nil {
+			return nil, err
+		}
+		if i < 0 || i >= int64(len(n.branches)) {
+			return nil, fmt.Errorf("the union has no branch %d", i)
+		}
+		return r.read(n.branches[i], depth+1)
+	}
+	return nil, fmt.Errorf("node kind %d", n.kind)
+}
+
+// floorDiv divides rounding towards −∞ (a microsecond before the epoch is
+// the millisecond before it).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
