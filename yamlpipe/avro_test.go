@@ -119,7 +119,7 @@ func TestAvroFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = runCSVLogged(t, dir, "pipeline:\n  type: chain\n  transforms:\n    - {type: ReadFromAvro, config: {path: bad.avro}}\n    - {type: LogForTesting}\n")
-	if err == nil || !contains(err.Error(), "p.yaml:4:43", "bad.avro is not an Avro object container file") {
+	if err == nil || !contains(err.Error(), "p.yaml:4:43", "bad.avro: not an Avro object container file: no magic bytes") {
 		t.Fatalf("a file that is not Avro: %v", err)
 	}
 }

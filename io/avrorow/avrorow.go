@@ -6,8 +6,14 @@
 // its other branch (nullable). Rows written without a schema get one of
 // their own, every field a union with null.
 //
-// It may import mtime, row, github.com/hamba/avro/v2 and the standard
-// library.
+// Object container files are read here too (OCFReader), not by
+// hamba/avro's ocf package, whose reader allocates whatever size a block
+// claims and loops over whatever count it claims: a file under the
+// server's file roots must not be able to take the server down.
+//
+// It may import mtime, row, github.com/hamba/avro/v2 (schemas, encoding),
+// github.com/golang/snappy and github.com/klauspost/compress/zstd (the
+// containers' codecs) and the standard library.
 package avrorow
 
 import (

@@ -229,15 +229,22 @@ func (c *compiler) node(s avro.Schema, t row.Type) (*node, error) {
 // Bytes after the record are ignored, as Beam's schemaless reader ignores
 // them. An error wraps ErrMalformed.
 func (d *Decoder) Decode(data []byte, vals []any) error {
+	_, err := d.DecodeNext(data, vals)
+	return err
+}
+
+// DecodeNext is Decode, and returns how many bytes of data the record
+// took (the next record of a container's block starts there).
+func (d *Decoder) DecodeNext(data []byte, vals []any) (int, error) {
 	r := payloadReader{data: data}
 	for i, n := range d.fields {
 		v, err := r.read(n, 0)
 		if err != nil {
-			return fmt.Errorf("%w: %w", ErrMalformed, err)
+			return 0, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		vals[i] = v
 	}
-	return nil
+	return r.pos, nil
 }
 
 // payloadReader reads one payload.
