@@ -264,6 +264,19 @@ func (r *payloadReader) long() (int64, error) {
 	return v, nil
 }
 
+// index reads an enum's symbol or a union's branch, one of n; missing
+// names what is missing, for the message.
+func (r *payloadReader) index(n int, missing string) (int, error) {
+	i, err := r.long()
+	if err != nil {
+		return 0, err
+	}
+	if i < 0 || i >= int64(n) {
+		return 0, fmt.Errorf("%s %d", missing, i)
+	}
+	return int(i), nil
+}
+
 func (r *payloadReader) bytes(n int) ([]byte, error) {
 	if n < 0 || n > len(r.data)-r.pos {
 		return nil, fmt.Errorf("the payload ends at byte %d, inside a value", len(r.data))
@@ -361,12 +374,9 @@ func (r *payloadReader) read(n *node, depth int) (any, error) {
 	case kString:
 		return r.str()
 	case kEnum:
-		i, err := r.long()
+		i, err := r.index(len(n.symbols), "the enum has no symbol")
 		if err != nil {
 			return nil, err
-		}
-		if i < 0 || i >= int64(len(n.symbols)) {
-			return nil, fmt.Errorf("the enum has no symbol %d", i)
 		}
 		return n.symbols[i], nil
 	case kFixed:
@@ -437,12 +447,9 @@ func (r *payloadReader) read(n *node, depth int) (any, error) {
 			}
 		}
 	case kUnion:
-		i, err := r.long()
+		i, err := r.index(len(n.branches), "the union has no branch")
 		if err != nil {
 			return nil, err
-		}
-		if i < 0 || i >= int64(len(n.branches)) {
-			return nil, fmt.Errorf("the union has no branch %d", i)
 		}
 		return r.read(n.branches[i], depth+1)
 	}
