@@ -46,7 +46,10 @@ func broker(s weir.Scope, step, what string) (*pubsub.Broker, error) {
 // checkpoints, and cfg.IDAttribute or cfg.IDField de-duplicate within
 // cfg.DedupeWindow, so each message is counted once in the job's state and
 // sinks across crashes and updates. cfg.Format defaults to JSON, which
-// needs cfg.Schema; pubsub.FormatRaw produces rows of pubsub.RawSchema.
+// needs cfg.Schema; pubsub.FormatRaw produces rows of pubsub.RawSchema,
+// pubsub.FormatString of pubsub.StringSchema, pubsub.FormatAvro of
+// cfg.AvroSchema's fields (pubsub.AvroRowSchema) unless cfg.Schema says
+// otherwise (attribute fields need it).
 // cfg.Step is set to name. It returns configuration errors, and an error
 // when the pipeline is not built for a job with a broker.
 func ReadFromPubSub(s weir.Scope, name string, cfg pubsub.SourceConfig) (weir.PCollection[*row.Row], error) {
@@ -62,9 +65,18 @@ func ReadFromPubSub(s weir.Scope, name string, cfg pubsub.SourceConfig) (weir.PC
 	case cfg.Subscription != "" && cfg.Topic != "":
 		return none, fmt.Errorf("step %q: ReadFromPubSub takes a subscription or a topic, not both", name)
 	}
-	if cfg.Format == pubsub.FormatRaw {
+	switch {
+	case cfg.Format == pubsub.FormatRaw:
 		cfg.Schema = pubsub.RawSchema()
-	} else if cfg.Schema == nil {
+	case cfg.Schema == nil && cfg.Format == pubsub.FormatAvro:
+		fields, err := pubsub.AvroRowSchema(cfg.AvroSchema)
+		if err != nil {
+			return none, fmt.Errorf("step %q: ReadFromPubSub of Avro messages: %w", name, err)
+		}
+		cfg.Schema = fields
+	case cfg.Schema == nil && cfg.Format == pubsub.FormatString:
+		cfg.Schema = pubsub.StringSchema()
+	case cfg.Schema == nil:
 		return none, fmt.Errorf("step %q: ReadFromPubSub of JSON messages needs a schema (or pubsub.FormatRaw)", name)
 	}
 	identity := "subscription/" + cfg.Subscription
@@ -82,8 +94,9 @@ func ReadFromPubSub(s weir.Scope, name string, cfg pubsub.SourceConfig) (weir.PC
 }
 
 // WriteToPubSub adds a sink publishing the rows of in to cfg.Topic
-// (created when missing), as YAML's WriteToPubSub does: as JSON objects, or
-// a one-string-field row's text with pubsub.FormatRaw. Every message's ID
+// (created when missing), as YAML's WriteToPubSub does: as JSON objects,
+// a one-string-field row's text with pubsub.FormatRaw, or Avro records
+// (of cfg.AvroSchema, or inferred from the rows) with pubsub.FormatAvro. Every message's ID
 // derives from the job, the step and the element's checkpoint, so a replay
 // after a crash publishes nothing twice (the topic's duplicate window drops
 // it); cfg.IDField takes the ID from a field instead. cfg.Step and cfg.ID

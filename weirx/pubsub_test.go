@@ -127,3 +127,28 @@ func TestProgramPubSub(t *testing.T) {
 		}
 	}
 }
+
+// TestReadFromPubSubFormats: the string and Avro formats give their rows'
+// schema without one being spelled out; an Avro schema that cannot be
+// read is named.
+func TestReadFromPubSubFormats(t *testing.T) {
+	const avroSchema = `{"type": "record", "name": "O", "fields": [{"name": "id", "type": "string"}]}`
+	for _, tc := range []struct {
+		name string
+		cfg  pubsub.SourceConfig
+		err  string
+	}{
+		{"string", pubsub.SourceConfig{Topic: "t", Format: pubsub.FormatString}, ""},
+		{"avro", pubsub.SourceConfig{Topic: "t", Format: pubsub.FormatAvro, AvroSchema: avroSchema}, ""},
+		{"avro without a schema", pubsub.SourceConfig{Topic: "t", Format: pubsub.FormatAvro}, "ReadFromPubSub of Avro messages: not an Avro schema"},
+		{"json without a schema", pubsub.SourceConfig{Topic: "t"}, "needs a schema"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := weir.NewPipeline()
+			_, err := weirx.ReadFromPubSub(p.Root(), "Read", tc.cfg)
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("err = %v, want %q", err, tc.err)
+			}
+		})
+	}
+}
