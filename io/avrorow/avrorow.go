@@ -1,7 +1,8 @@
 // Package avrorow maps Avro records to rows and back, for the connectors
 // that read and write Avro (files' object containers, Pub/Sub payloads):
 // long and int → int, float and double → float, boolean → bool, string,
-// bytes, enum and fixed → string, timestamp-millis/micros → timestamp,
+// bytes, enum and fixed → string (a decimal → its exact digits),
+// timestamp-millis/micros → timestamp (date, time-* → their int),
 // arrays → lists, records → nested rows, maps → any, a union with null →
 // its other branch (nullable). Rows written without a schema get one of
 // their own, every field a union with null.

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/big"
+	"strings"
 
 	"github.com/hamba/avro/v2"
 
@@ -47,6 +49,10 @@ type node struct {
 	ts      int64
 	symbols []string // enum
 	size    int      // fixed
+	// decimal: a bytes or fixed decimal, read as its exact digits with
+	// scale digits after the point.
+	decimal bool
+	scale   int
 	// row: the record's row schema; nil reads it as a map (in a value of
 	// type any).
 	row    *row.Schema
@@ -149,6 +155,9 @@ func (c *compiler) node(s avro.Schema, t row.Type) (*node, error) {
 			n.kind = kDouble
 		case avro.String, avro.Bytes:
 			n.kind = kString
+			if d, ok := x.Logical().(*avro.DecimalLogicalSchema); ok && x.Type() == avro.Bytes {
+				n.decimal, n.scale = true, d.Scale()
+			}
 		default:
 			return nil, fmt.Errorf("Avro type %s is not read", x.Type())
 		}
@@ -156,7 +165,11 @@ func (c *compiler) node(s avro.Schema, t row.Type) (*node, error) {
 	case *avro.EnumSchema:
 		return &node{kind: kEnum, symbols: x.Symbols()}, nil
 	case *avro.FixedSchema:
-		return &node{kind: kFixed, size: x.Size()}, nil
+		n := &node{kind: kFixed, size: x.Size()}
+		if d, ok := x.Logical().(*avro.DecimalLogicalSchema); ok {
+			n.decimal, n.scale = true, d.Scale()
+		}
+		return n, nil
 	case *avro.RecordSchema:
 		if plain {
 			if n, ok := c.plain[x.FullName()]; ok {
@@ -372,6 +385,17 @@ func (r *payloadReader) read(n *node, depth int) (any, error) {
 		}
 		return math.Float64frombits(binary.LittleEndian.Uint64(b)), nil
 	case kString:
+		if n.decimal {
+			l, err := r.long()
+			if err != nil {
+				return nil, err
+			}
+			if l < 0 || l > maxDecimalBytes || l > int64(len(r.data)-r.pos) {
+				return nil, fmt.Errorf("a decimal of %d bytes at byte %d (at most %d, within the payload)", l, r.pos, maxDecimalBytes)
+			}
+			b, _ := r.bytes(int(l))
+			return decimalText(b, n.scale), nil
+		}
 		return r.str()
 	case kEnum:
 		i, err := r.index(len(n.symbols), "the enum has no symbol")
@@ -383,6 +407,9 @@ func (r *payloadReader) read(n *node, depth int) (any, error) {
 		b, err := r.bytes(n.size)
 		if err != nil {
 			return nil, err
+		}
+		if n.decimal {
+			return decimalText(b, n.scale), nil
 		}
 		return string(b), nil
 	case kRecord:
@@ -454,6 +481,33 @@ func (r *payloadReader) read(n *node, depth int) (any, error) {
 		return r.read(n.branches[i], depth+1)
 	}
 	return nil, fmt.Errorf("node kind %d", n.kind)
+}
+
+// maxDecimalBytes bounds a decimal's unscaled value (2,460 digits; a
+// decimal(38) takes 16 bytes).
+const maxDecimalBytes = 1024
+
+// decimalText is an Avro decimal (the unscaled value's big-endian two's
+// complement) as its exact digits: rows have no decimal type, and a float
+// would round it.
+func decimalText(b []byte, scale int) string {
+	v := new(big.Int).SetBytes(b)
+	if len(b) > 0 && b[0]&0x80 != 0 {
+		v.Sub(v, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
+	}
+	digits := v.String()
+	neg := strings.HasPrefix(digits, "-")
+	digits = strings.TrimPrefix(digits, "-")
+	if scale > 0 {
+		if len(digits) <= scale {
+			digits = strings.Repeat("0", scale-len(digits)+1) + digits
+		}
+		digits = digits[:len(digits)-scale] + "." + digits[len(digits)-scale:]
+	}
+	if neg {
+		digits = "-" + digits
+	}
+	return digits
 }
 
 // floorDiv divides rounding towards −∞ (a microsecond before the epoch is

@@ -3,6 +3,7 @@ package avrorow
 import (
 	"encoding/binary"
 	"errors"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -300,5 +301,44 @@ func TestParseRefusesWhatIsNotARecordSchema(t *testing.T) {
 	}
 	if a.Fields()[0].Name() != "a" || b.Fields()[0].Name() != "b" {
 		t.Fatalf("fields %s and %s", a.Fields()[0].Name(), b.Fields()[0].Name())
+	}
+}
+
+// TestDecoderReadsDecimalsExactly: Avro decimals, as bytes and as fixed,
+// read as their exact digits (rows have no decimal type; a float would
+// round them).
+func TestDecoderReadsDecimalsExactly(t *testing.T) {
+	rs, err := Parse(`{"type": "record", "name": "D", "fields": [
+		{"name": "b", "type": {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 2}},
+		{"name": "f", "type": {"type": "fixed", "name": "F", "size": 8, "logicalType": "decimal", "precision": 18, "scale": 3}}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, err := RowSchema(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type dec struct {
+		B *big.Rat `avro:"b"`
+		F *big.Rat `avro:"f"`
+	}
+	for _, tc := range []struct{ b, f, want string }{
+		{"123.45", "-12.345", `{"b":"123.45","f":"-12.345"}`},
+		{"-0.05", "0", `{"b":"-0.05","f":"0.000"}`},
+		{"92233720368547758.07", "0.001", `{"b":"92233720368547758.07","f":"0.001"}`},
+	} {
+		b, _ := new(big.Rat).SetString(tc.b)
+		f, _ := new(big.Rat).SetString(tc.f)
+		data, err := avro.Marshal(rs, dec{B: b, F: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decodeRow(t, rs, sch, data)
+		if err != nil || got != tc.want {
+			t.Errorf("%s, %s: %s, %v; want %s", tc.b, tc.f, got, err, tc.want)
+		}
+	}
+	if _, err := decodeRow(t, rs, sch, cat(zz(2000), make([]byte, 2000))); err == nil || !strings.Contains(err.Error(), "a decimal of 2000 bytes") {
+		t.Errorf("a 2,000-byte decimal: %v", err)
 	}
 }
