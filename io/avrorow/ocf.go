@@ -238,9 +238,14 @@ func (o *OCFReader) bytes(max int) ([]byte, error) {
 	if n < 0 || n > int64(max) {
 		return nil, fmt.Errorf("a length of %d bytes (at most %d are read)", n, max)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(o.br, b); err != nil {
-		return nil, fmt.Errorf("the file ends inside %d bytes: %w", n, err)
+	// Read as it comes, not allocated up front: a length the file claims
+	// costs only the bytes it has.
+	b, err := io.ReadAll(io.LimitReader(o.br, n))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) < n {
+		return nil, fmt.Errorf("the file ends inside %d bytes", n)
 	}
 	return b, nil
 }
