@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/hamba/avro/v2"
-
-	"github.com/weir-dev/weir/row"
 )
 
 // A payload is one Avro value without a container (Beam's schemaless
@@ -36,16 +34,6 @@ func Parse(text string) (*avro.RecordSchema, error) {
 		return nil, fmt.Errorf("an Avro schema of %s values, not a record: rows are read from records", s.Type())
 	}
 	return rs, nil
-}
-
-// Encode writes row r as one value of rs (fields by name; see
-// RecordValue).
-func Encode(r *row.Row, rs *avro.RecordSchema) ([]byte, error) {
-	b, err := avro.Marshal(rs, RecordValue(r, rs))
-	if err != nil {
-		return nil, fmt.Errorf("the row is not a value of the Avro schema %s: %w", rs.FullName(), err)
-	}
-	return b, nil
 }
 
 // maxDepth bounds the nesting a payload's value may have (a recursive

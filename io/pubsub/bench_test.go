@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
 )
 
@@ -210,6 +211,38 @@ func BenchmarkPayloadDecode(b *testing.B) {
 			for b.Loop() {
 				if r, reason, msg := sp.messageRow(tc.data, nil, 0); r == nil {
 					b.Fatalf("%s: %s", reason, msg)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPayloadEncode measures a row made a message's payload, by
+// format, for the same order (no broker):
+//
+//	go test -run XXX -bench PayloadEncode ./io/pubsub/
+func BenchmarkPayloadEncode(b *testing.B) {
+	r := row.New(orderSchema)
+	r.Values = []any{"NORTH", int64(250), mtime.FromTime(time.Date(2026, 3, 1, 0, 1, 0, 0, time.UTC)), "o-1"}
+	for _, tc := range []struct {
+		name string
+		cfg  SinkConfig
+	}{
+		{"json", SinkConfig{}},
+		{"avro", SinkConfig{Format: FormatAvro, AvroSchema: orderAvro}},
+		{"avro-inferred", SinkConfig{Format: FormatAvro}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			cfg := tc.cfg
+			cfg.Step, cfg.Topic, cfg.ID = "Write", "t", "j/w"
+			s, err := NewSink(nil, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.encode(r); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

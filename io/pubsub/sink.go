@@ -149,9 +149,9 @@ type Sink struct {
 	cfg SinkConfig
 	// buffered is the size of the messages in mu.buf (BufferedBytes).
 	buffered atomic.Int64
-	// avro is SinkConfig.AvroSchema parsed; nil infers each row schema's,
-	// the last one inferred kept in inferred.
-	avro     *avro.RecordSchema
+	// avro writes SinkConfig.AvroSchema's records; nil infers each row
+	// schema's, the last one inferred kept in inferred.
+	avro     *avrorow.Encoder
 	inferred atomic.Pointer[inferredAvro]
 
 	mu struct {
@@ -204,7 +204,11 @@ func NewSink(b *Broker, cfg SinkConfig) (*Sink, error) {
 	}
 	s := &Sink{b: b, cfg: cfg}
 	if cfg.AvroSchema != "" {
-		s.avro, _ = avrorow.Parse(cfg.AvroSchema) // Validate parsed it
+		rs, _ := avrorow.Parse(cfg.AvroSchema) // Validate parsed it
+		var err error
+		if s.avro, err = avrorow.NewEncoder(rs); err != nil {
+			return nil, fmt.Errorf("WriteToPubSub %s: %w: %w", cfg.Step, err, ErrInvalidConfig)
+		}
 	}
 	s.mu.buf = make(map[int][]outMsg)
 	return s, nil
@@ -303,12 +307,12 @@ func (s *Sink) encode(v any) (outMsg, error) {
 		if !ok {
 			return m, fmt.Errorf("format avro publishes rows, not a %s value", row.GoTypeName(v))
 		}
-		rs, err := s.avroSchema(r.Schema, omit)
+		enc, err := s.avroEncoder(r.Schema, omit)
 		if err != nil {
 			return m, err
 		}
-		if m.data, err = avrorow.Encode(r, rs); err != nil {
-			return m, err
+		if m.data, err = enc.Append(nil, r); err != nil {
+			return m, fmt.Errorf("the row is not a record of the Avro schema: %w", err)
 		}
 		return m, nil
 	}
@@ -343,15 +347,15 @@ func (s *Sink) encode(v any) (outMsg, error) {
 	return m, nil
 }
 
-// avroSchema returns the Avro schema rows of rs are written with: the
-// configured one, or one inferred from rs's fields but those at omit (the
-// attribute fields).
-func (s *Sink) avroSchema(rs *row.Schema, omit []int) (*avro.RecordSchema, error) {
+// avroEncoder returns the encoder rows of rs are written with: the
+// configured schema's, or one of a schema inferred from rs's fields but
+// those at omit (the attribute fields).
+func (s *Sink) avroEncoder(rs *row.Schema, omit []int) (*avrorow.Encoder, error) {
 	if s.avro != nil {
 		return s.avro, nil
 	}
 	if last := s.inferred.Load(); last != nil && last.rows == rs {
-		return last.avro, nil
+		return last.enc, nil
 	}
 	fields := make([]row.Field, 0, rs.Len())
 	for i, f := range rs.Fields {
@@ -367,14 +371,19 @@ func (s *Sink) avroSchema(rs *row.Schema, omit []int) (*avro.RecordSchema, error
 	if err != nil {
 		return nil, fmt.Errorf("the rows %s have no Avro schema: %w", rs, err)
 	}
-	s.inferred.Store(&inferredAvro{rows: rs, avro: as.(*avro.RecordSchema)})
-	return as.(*avro.RecordSchema), nil
+	enc, err := avrorow.NewEncoder(as.(*avro.RecordSchema))
+	if err != nil {
+		return nil, fmt.Errorf("the rows %s have no Avro schema: %w", rs, err)
+	}
+	s.inferred.Store(&inferredAvro{rows: rs, enc: enc})
+	return enc, nil
 }
 
-// inferredAvro is the Avro schema inferred for rows of one schema.
+// inferredAvro is the encoder of the Avro schema inferred for rows of one
+// schema.
 type inferredAvro struct {
 	rows *row.Schema
-	avro *avro.RecordSchema
+	enc  *avrorow.Encoder
 }
 
 // attributes returns the attributes r's fields give (AttributeFields,

@@ -1,0 +1,342 @@
+package avrorow
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"sync/atomic"
+
+	"github.com/hamba/avro/v2"
+
+	"github.com/weir-dev/weir/row"
+)
+
+// Encoder writes rows as records of one schema (one record, without a
+// container: Beam's schemaless payloads), straight from the rows' values
+// into bytes. A row's fields are matched to the record's by name; a value
+// the schema cannot hold is an error naming the field. Map entries are
+// written in key order, so a row is always the same bytes. An Encoder is
+// safe for concurrent use.
+type Encoder struct {
+	rs   *avro.RecordSchema
+	root *enode
+	// last maps the record's fields to the positions of the last row
+	// schema seen (rows of one step share one schema).
+	last atomic.Pointer[fieldMap]
+}
+
+// fieldMap is the record's fields' positions in one row schema (-1: the
+// row has no such field, written as null).
+type fieldMap struct {
+	rows *row.Schema
+	pos  []int
+}
+
+// enode is one Avro type compiled for writing.
+type enode struct {
+	s       avro.Schema
+	kind    nodeKind
+	int32   bool  // an int, not a long
+	ts      int64 // a timestamp's unit per millisecond (1 or 1000), 0 if none
+	symbols []string
+	size    int
+	names   []string
+	fields  []*enode
+	items   *enode
+	// branches are a union's; null is the null branch's index (-1: none).
+	branches []*enode
+	null     int
+}
+
+// NewEncoder compiles rs for writing.
+func NewEncoder(rs *avro.RecordSchema) (*Encoder, error) {
+	root, err := compileEnc(rs, map[string]*enode{})
+	if err != nil {
+		return nil, err
+	}
+	return &Encoder{rs: rs, root: root}, nil
+}
+
+func compileEnc(s avro.Schema, named map[string]*enode) (*enode, error) {
+	if r, ok := s.(*avro.RefSchema); ok {
+		s = r.Schema()
+	}
+	if n, ok := s.(avro.NamedSchema); ok {
+		if e, ok := named[n.FullName()]; ok {
+			return e, nil
+		}
+	}
+	e := &enode{s: s, null: -1}
+	switch x := s.(type) {
+	case *avro.NullSchema:
+		e.kind = kNull
+	case *avro.PrimitiveSchema:
+		switch x.Type() {
+		case avro.Null:
+			e.kind = kNull
+		case avro.Boolean:
+			e.kind = kBool
+		case avro.Int, avro.Long:
+			e.kind, e.int32 = kLong, x.Type() == avro.Int
+			if l := x.Logical(); l != nil {
+				switch l.Type() {
+				case avro.TimestampMillis, avro.LocalTimestampMillis:
+					e.ts = 1
+				case avro.TimestampMicros, avro.LocalTimestampMicros:
+					e.ts = 1000
+				}
+			}
+		case avro.Float:
+			e.kind = kFloat
+		case avro.Double:
+			e.kind = kDouble
+		case avro.String, avro.Bytes:
+			if x.Logical() != nil && x.Logical().Type() == avro.Decimal {
+				return nil, fmt.Errorf("a decimal is not written: rows have no decimal type (declare the field as a string or a double)")
+			}
+			e.kind = kString
+		default:
+			return nil, fmt.Errorf("Avro type %s is not written", x.Type())
+		}
+	case *avro.EnumSchema:
+		e.kind, e.symbols = kEnum, x.Symbols()
+	case *avro.FixedSchema:
+		if x.Logical() != nil {
+			return nil, fmt.Errorf("a fixed %s with logical type %s is not written", x.FullName(), x.Logical().Type())
+		}
+		e.kind, e.size = kFixed, x.Size()
+	case *avro.RecordSchema:
+		e.kind = kRecord
+		named[x.FullName()] = e
+		for _, f := range x.Fields() {
+			fe, err := compileEnc(f.Type(), named)
+			if err != nil {
+				return nil, fmt.Errorf("field %s: %w", f.Name(), err)
+			}
+			e.names = append(e.names, f.Name())
+			e.fields = append(e.fields, fe)
+		}
+	case *avro.ArraySchema:
+		items, err := compileEnc(x.Items(), named)
+		if err != nil {
+			return nil, err
+		}
+		e.kind, e.items = kArray, items
+	case *avro.MapSchema:
+		values, err := compileEnc(x.Values(), named)
+		if err != nil {
+			return nil, err
+		}
+		e.kind, e.items = kMap, values
+	case *avro.UnionSchema:
+		e.kind = kUnion
+		for i, b := range x.Types() {
+			be, err := compileEnc(b, named)
+			if err != nil {
+				return nil, err
+			}
+			if be.kind == kNull {
+				e.null = i
+			}
+			e.branches = append(e.branches, be)
+		}
+	default:
+		return nil, fmt.Errorf("Avro type %s is not written", s.Type())
+	}
+	return e, nil
+}
+
+// Append appends row r as a record of the schema to dst.
+func (e *Encoder) Append(dst []byte, r *row.Row) ([]byte, error) {
+	fm := e.last.Load()
+	if fm == nil || fm.rows != r.Schema {
+		fm = &fieldMap{rows: r.Schema, pos: make([]int, len(e.root.names))}
+		for i, name := range e.root.names {
+			fm.pos[i] = r.Schema.Index(name)
+		}
+		e.last.Store(fm)
+	}
+	for i, f := range e.root.fields {
+		var v any
+		if p := fm.pos[i]; p >= 0 {
+			v = r.Values[p]
+		}
+		var err error
+		if dst, err = appendValue(dst, f, v, 0); err != nil {
+			return nil, fmt.Errorf("field %s: %w", e.root.names[i], err)
+		}
+	}
+	return dst, nil
+}
+
+func appendLong(dst []byte, v int64) []byte { return binary.AppendVarint(dst, v) }
+
+func appendValue(dst []byte, e *enode, v any, depth int) ([]byte, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("values nest deeper than %d", maxDepth)
+	}
+	if e.kind == kUnion {
+		if v == nil {
+			if e.null < 0 {
+				return nil, fmt.Errorf("null, which the union %s does not take", e.s)
+			}
+			return appendLong(dst, int64(e.null)), nil
+		}
+		branch := -1
+		for i, b := range e.branches {
+			if b.kind == kNull {
+				continue
+			}
+			if branch < 0 {
+				branch = i
+			}
+			if fits(v, b.s) {
+				branch = i
+				break
+			}
+		}
+		if branch < 0 {
+			return nil, fmt.Errorf("the union %s has only null", e.s)
+		}
+		return appendValue(appendLong(dst, int64(branch)), e.branches[branch], v, depth+1)
+	}
+	if v == nil {
+		if e.kind == kNull {
+			return dst, nil
+		}
+		return nil, fmt.Errorf("null, which %s does not take (make it a union with null)", e.s.Type())
+	}
+	mismatch := func() error {
+		return fmt.Errorf("%s %s is not a value of Avro %s", row.GoTypeName(v), shortValue(v), e.s.Type())
+	}
+	switch e.kind {
+	case kNull:
+		return nil, mismatch()
+	case kBool:
+		b, ok := v.(bool)
+		if !ok {
+			return nil, mismatch()
+		}
+		if b {
+			return append(dst, 1), nil
+		}
+		return append(dst, 0), nil
+	case kLong:
+		if e.ts != 0 {
+			ts, err := row.ToTimestamp(v)
+			if err != nil {
+				return nil, mismatch()
+			}
+			return appendLong(dst, int64(ts)*e.ts), nil
+		}
+		var i int64
+		switch x := v.(type) {
+		case int64:
+			i = x
+		case int:
+			i = int64(x)
+		default:
+			return nil, mismatch()
+		}
+		if e.int32 && (i < math.MinInt32 || i > math.MaxInt32) {
+			return nil, fmt.Errorf("%d does not fit an Avro int (32 bits)", i)
+		}
+		return appendLong(dst, i), nil
+	case kFloat, kDouble:
+		var f float64
+		switch x := v.(type) {
+		case float64:
+			f = x
+		case int64:
+			f = float64(x)
+		default:
+			return nil, mismatch()
+		}
+		if e.kind == kFloat {
+			return binary.LittleEndian.AppendUint32(dst, math.Float32bits(float32(f))), nil
+		}
+		return binary.LittleEndian.AppendUint64(dst, math.Float64bits(f)), nil
+	case kString:
+		s, ok := v.(string)
+		if !ok {
+			if e.s.Type() == avro.Bytes {
+				return nil, mismatch()
+			}
+			s = string(row.AppendJSONValue(nil, v)) // a value as its JSON text, as JSON would carry it
+		}
+		return append(appendLong(dst, int64(len(s))), s...), nil
+	case kEnum:
+		s, _ := v.(string)
+		i := slices.Index(e.symbols, s)
+		if i < 0 {
+			return nil, fmt.Errorf("%q is not a symbol of the enum %s", s, e.s.(*avro.EnumSchema).FullName())
+		}
+		return appendLong(dst, int64(i)), nil
+	case kFixed:
+		s, ok := v.(string)
+		if !ok || len(s) != e.size {
+			return nil, fmt.Errorf("%s is not %d bytes, as the fixed %s wants", shortValue(v), e.size, e.s.(*avro.FixedSchema).FullName())
+		}
+		return append(dst, s...), nil
+	case kRecord:
+		r, ok := row.AsRow(v)
+		if !ok {
+			return nil, mismatch()
+		}
+		for i, f := range e.fields {
+			fv, _ := r.Get(e.names[i])
+			var err error
+			if dst, err = appendValue(dst, f, fv, depth+1); err != nil {
+				return nil, fmt.Errorf("field %s: %w", e.names[i], err)
+			}
+		}
+		return dst, nil
+	case kArray:
+		l, ok := v.([]any)
+		if !ok {
+			return nil, mismatch()
+		}
+		if len(l) > 0 {
+			dst = appendLong(dst, int64(len(l)))
+			for _, x := range l {
+				var err error
+				if dst, err = appendValue(dst, e.items, x, depth+1); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return appendLong(dst, 0), nil
+	case kMap:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, mismatch()
+		}
+		if len(m) > 0 {
+			keys := make([]string, 0, len(m))
+			for k := range m {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			dst = appendLong(dst, int64(len(keys)))
+			for _, k := range keys {
+				dst = append(appendLong(dst, int64(len(k))), k...)
+				var err error
+				if dst, err = appendValue(dst, e.items, m[k], depth+1); err != nil {
+					return nil, fmt.Errorf("key %q: %w", k, err)
+				}
+			}
+		}
+		return appendLong(dst, 0), nil
+	}
+	return nil, mismatch()
+}
+
+// shortValue is v as short JSON text, for messages.
+func shortValue(v any) string {
+	b := row.AppendJSONValue(nil, v)
+	if len(b) > 40 {
+		return string(b[:37]) + "..."
+	}
+	return string(b)
+}
