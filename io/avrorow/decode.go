@@ -65,6 +65,35 @@ type node struct {
 	branches []*node
 }
 
+// primitiveKind returns how a primitive type's bytes are read and written
+// and, for a timestamp, its unit per millisecond (1 or 1000; 0 for other
+// types); ok is false for a type neither reads.
+func primitiveKind(x *avro.PrimitiveSchema) (kind nodeKind, ts int64, ok bool) {
+	switch x.Type() {
+	case avro.Null:
+		return kNull, 0, true
+	case avro.Boolean:
+		return kBool, 0, true
+	case avro.Int, avro.Long:
+		if l := x.Logical(); l != nil {
+			switch l.Type() {
+			case avro.TimestampMillis, avro.LocalTimestampMillis:
+				ts = 1
+			case avro.TimestampMicros, avro.LocalTimestampMicros:
+				ts = 1000
+			}
+		}
+		return kLong, ts, true
+	case avro.Float:
+		return kFloat, 0, true
+	case avro.Double:
+		return kDouble, 0, true
+	case avro.String, avro.Bytes:
+		return kString, 0, true
+	}
+	return 0, 0, false
+}
+
 // NewDecoder compiles rs for rows of schema sch, whose first fields are
 // rs's as RowSchema maps them (a source's rows may have more fields after
 // them: attribute fields).
@@ -133,33 +162,13 @@ func (c *compiler) node(s avro.Schema, t row.Type) (*node, error) {
 	case *avro.NullSchema:
 		return &node{kind: kNull}, nil
 	case *avro.PrimitiveSchema:
-		n := &node{}
-		switch x.Type() {
-		case avro.Null:
-			n.kind = kNull
-		case avro.Boolean:
-			n.kind = kBool
-		case avro.Int, avro.Long:
-			n.kind = kLong
-			if l := x.Logical(); l != nil {
-				switch l.Type() {
-				case avro.TimestampMillis, avro.LocalTimestampMillis:
-					n.ts = 1
-				case avro.TimestampMicros, avro.LocalTimestampMicros:
-					n.ts = 1000
-				}
-			}
-		case avro.Float:
-			n.kind = kFloat
-		case avro.Double:
-			n.kind = kDouble
-		case avro.String, avro.Bytes:
-			n.kind = kString
-			if d, ok := x.Logical().(*avro.DecimalLogicalSchema); ok && x.Type() == avro.Bytes {
-				n.decimal, n.scale = true, d.Scale()
-			}
-		default:
+		kind, ts, ok := primitiveKind(x)
+		if !ok {
 			return nil, fmt.Errorf("Avro type %s is not read", x.Type())
+		}
+		n := &node{kind: kind, ts: ts}
+		if d, isDec := x.Logical().(*avro.DecimalLogicalSchema); isDec && x.Type() == avro.Bytes {
+			n.decimal, n.scale = true, d.Scale()
 		}
 		return n, nil
 	case *avro.EnumSchema:

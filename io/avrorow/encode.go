@@ -72,33 +72,14 @@ func compileEnc(s avro.Schema, named map[string]*enode) (*enode, error) {
 	case *avro.NullSchema:
 		e.kind = kNull
 	case *avro.PrimitiveSchema:
-		switch x.Type() {
-		case avro.Null:
-			e.kind = kNull
-		case avro.Boolean:
-			e.kind = kBool
-		case avro.Int, avro.Long:
-			e.kind, e.int32 = kLong, x.Type() == avro.Int
-			if l := x.Logical(); l != nil {
-				switch l.Type() {
-				case avro.TimestampMillis, avro.LocalTimestampMillis:
-					e.ts = 1
-				case avro.TimestampMicros, avro.LocalTimestampMicros:
-					e.ts = 1000
-				}
-			}
-		case avro.Float:
-			e.kind = kFloat
-		case avro.Double:
-			e.kind = kDouble
-		case avro.String, avro.Bytes:
-			if x.Logical() != nil && x.Logical().Type() == avro.Decimal {
-				return nil, fmt.Errorf("a decimal is not written: rows have no decimal type (declare the field as a string or a double)")
-			}
-			e.kind = kString
-		default:
+		kind, ts, ok := primitiveKind(x)
+		if !ok {
 			return nil, fmt.Errorf("Avro type %s is not written", x.Type())
 		}
+		if x.Logical() != nil && x.Logical().Type() == avro.Decimal {
+			return nil, fmt.Errorf("a decimal is not written: rows have no decimal type (declare the field as a string or a double)")
+		}
+		e.kind, e.ts, e.int32 = kind, ts, x.Type() == avro.Int
 	case *avro.EnumSchema:
 		e.kind, e.symbols = kEnum, x.Symbols()
 	case *avro.FixedSchema:
