@@ -9,6 +9,7 @@ import (
 
 	"github.com/hamba/avro/v2"
 
+	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 )
 
@@ -320,4 +321,54 @@ func shortValue(v any) string {
 		return string(b[:37]) + "..."
 	}
 	return string(b)
+}
+
+// isTimestamp reports whether a logical type is one of the timestamps
+// rows hold as timestamps.
+func isTimestamp(t avro.LogicalType) bool {
+	switch t {
+	case avro.TimestampMillis, avro.TimestampMicros, avro.LocalTimestampMillis, avro.LocalTimestampMicros:
+		return true
+	}
+	return false
+}
+
+// fits reports whether row value v (not nil) is of the kind of Avro type
+// s, for the choice of a union's branch.
+func fits(v any, s avro.Schema) bool {
+	if r, ok := s.(*avro.RefSchema); ok {
+		s = r.Schema()
+	}
+	if ls, ok := s.(avro.LogicalTypeSchema); ok && ls.Logical() != nil && isTimestamp(ls.Logical().Type()) {
+		_, ok := v.(mtime.Time)
+		return ok
+	}
+	switch x := v.(type) {
+	case int64, int:
+		i, _ := v.(int64)
+		if n, ok := v.(int); ok {
+			i = int64(n)
+		}
+		return s.Type() == avro.Long || (s.Type() == avro.Int && i >= math.MinInt32 && i <= math.MaxInt32)
+	case float64:
+		return s.Type() == avro.Double || s.Type() == avro.Float
+	case bool:
+		return s.Type() == avro.Boolean
+	case string:
+		switch y := s.(type) {
+		case *avro.EnumSchema:
+			return slices.Contains(y.Symbols(), x)
+		case *avro.FixedSchema:
+			return len(x) == y.Size()
+		}
+		return s.Type() == avro.String || s.Type() == avro.Bytes
+	case []any:
+		return s.Type() == avro.Array
+	case map[string]any:
+		return s.Type() == avro.Map
+	}
+	if _, ok := row.AsRow(v); ok {
+		return s.Type() == avro.Record
+	}
+	return false
 }

@@ -256,9 +256,10 @@ type encoder struct {
 	buf    []byte
 	cells  []string
 	rows   int64
-	// ae and as encode an Avro file (from the schema, or the first row's).
+	// ae writes an Avro file's container and ar its records (the schema's,
+	// or the first row's).
 	ae *ocf.Encoder
-	as *avro.RecordSchema
+	ar *avrorow.Encoder
 	// pw writes a Parquet file (from the schema, or the first row's).
 	pw *parquet.GenericWriter[map[string]any]
 }
@@ -273,7 +274,7 @@ func (e *encoder) init(f *os.File, cfg *SinkConfig) error {
 	} else {
 		e.w.Reset(f)
 	}
-	e.cw, e.ae, e.as, e.pw = nil, nil, nil, nil
+	e.cw, e.ae, e.ar, e.pw = nil, nil, nil, nil
 	if format == Parquet && schema != nil {
 		e.pw = parquet.NewGenericWriter[map[string]any](e.w, parquetSchemaOf(schema))
 	}
@@ -384,8 +385,10 @@ func (e *encoder) startAvro(s *row.Schema) error {
 	if err != nil {
 		return err
 	}
-	e.as = sch.(*avro.RecordSchema)
-	e.ae, err = ocf.NewEncoderWithSchema(e.as, e.w, ocf.WithCodec(ocf.Deflate))
+	if e.ar, err = avrorow.NewEncoder(sch.(*avro.RecordSchema)); err != nil {
+		return err
+	}
+	e.ae, err = ocf.NewEncoderWithSchema(sch, e.w, ocf.WithCodec(ocf.Deflate))
 	return err
 }
 
@@ -400,7 +403,12 @@ func (e *encoder) writeAvro(v any) error {
 			return err
 		}
 	}
-	return e.ae.Encode(avrorow.RecordValue(r, e.as))
+	var err error
+	if e.buf, err = e.ar.Append(e.buf[:0], r); err != nil {
+		return err
+	}
+	_, err = e.ae.Write(e.buf)
+	return err
 }
 
 func (e *encoder) writeParquet(v any) error {
