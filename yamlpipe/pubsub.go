@@ -343,17 +343,8 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 		default:
 			return nil, l.errf(sn, "WriteToPubSub with format raw or string takes no schema: it publishes the one payload field's text")
 		}
-		// Every field of the schema from the rows, every field of the
-		// rows into the messages: nothing left out unsaid.
-		for _, f := range fields.Fields {
-			if !slices.ContainsFunc(payload, func(p row.Field) bool { return p.Name == f.Name }) {
-				return nil, l.errf(sn, "WriteToPubSub schema: field %q is not a payload field of the input (%s)", f.Name, rowFields(payload))
-			}
-		}
-		for _, p := range payload {
-			if fields.Index(p.Name) < 0 {
-				return nil, l.errf(sn, "WriteToPubSub schema: the input's field %q is not in the schema, so the messages would leave it out: add it to the schema, or drop it before this step", p.Name)
-			}
+		if err := srcschema.SameFields(l.file, sn, "WriteToPubSub", fields, payload); err != nil {
+			return nil, positioned(err)
 		}
 	}
 	if cfg.Format == pubsub.FormatRaw && (len(payload) != 1 || payload[0].Type.Kind != row.KindString) {
@@ -392,15 +383,6 @@ func buildWriteToPubSub(l *loader, t *transformSpec, ins []*coll) (*coll, error)
 	}
 	l.writeWithErrors(t, in, sink, stepOpts(t, weir.WithSinkIdentity("pubsub", "topic/"+cfg.Topic))...)
 	return nil, nil
-}
-
-// rowFields lists fields as name:type, for messages.
-func rowFields(fields []row.Field) string {
-	names := make([]string, len(fields))
-	for i, f := range fields {
-		names[i] = f.Name + ":" + f.Type.String()
-	}
-	return strings.Join(names, ", ")
 }
 
 // setRewindHorizon sets the rewind horizon of every ReadFromPubSub source

@@ -12,7 +12,6 @@ import (
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/yamlpipe/genrows"
 	"github.com/weir-dev/weir/yamlpipe/schemainfer"
-	"github.com/weir-dev/weir/yamlpipe/srcschema"
 	"github.com/weir-dev/weir/yamlpipe/yamlnode"
 )
 
@@ -485,61 +484,6 @@ func (l *loader) csvDialect(t *transformSpec) (files.CSVOptions, error) {
 		return o, l.errf(t.config.Get("comment"), "%s comment and delimiter are both %q", t.typ, string(o.Comment))
 	}
 	return o, nil
-}
-
-// fieldSchema reads weir's form of a schema, {field: type} (nested
-// mappings are rows, in either form; [type] lists). See sourceSchema.
-func (l *loader) fieldSchema(n *yamlnode.Node) (*row.Schema, error) {
-	if n.Kind != yamlnode.Map || len(n.Keys) == 0 {
-		return nil, l.errf(n, "schema must be a non-empty mapping of field: type")
-	}
-	fields := make([]row.Field, 0, len(n.Keys))
-	for i, k := range n.Keys {
-		t, err := l.schemaType(n.Vals[i])
-		if err != nil {
-			return nil, err
-		}
-		fields = append(fields, row.Field{Name: k.Text, Type: t})
-	}
-	s, err := row.NewSchema(fields...)
-	if err != nil {
-		return nil, l.wrapf(n, err, "bad schema")
-	}
-	return s, nil
-}
-
-func (l *loader) schemaType(n *yamlnode.Node) (row.Type, error) {
-	switch n.Kind {
-	case yamlnode.Map:
-		if srcschema.IsJSONSchema(n) {
-			s, err := srcschema.NestedJSONSchema(l.file, n)
-			if err != nil {
-				return row.Type{}, positioned(err)
-			}
-			return row.RowOf(s), nil
-		}
-		s, err := l.fieldSchema(n)
-		if err != nil {
-			return row.Type{}, err
-		}
-		return row.RowOf(s), nil
-	case yamlnode.Seq:
-		if len(n.Seq) != 1 {
-			return row.Type{}, l.errf(n, "a list type is written [type]")
-		}
-		e, err := l.schemaType(n.Seq[0])
-		if err != nil {
-			return row.Type{}, err
-		}
-		return row.ListOf(e), nil
-	case yamlnode.String:
-		t, err := row.ParseType(n.Text)
-		if err != nil {
-			return row.Type{}, l.wrapf(n, err, "bad field type")
-		}
-		return t, nil
-	}
-	return row.Type{}, l.errf(n, "a field type must be a name (int, float, bool, string, timestamp, any), not %s", n.Kind)
 }
 
 func buildWrite(format files.Format) func(*loader, *transformSpec, []*coll) (*coll, error) {

@@ -1,8 +1,8 @@
-// Package srcschema reads a source's schema written in Beam YAML's forms
-// into a row schema: a JSON Schema of an object (ReadFromPubSub with
-// format JSON, ReadFromJson, ReadFromCsv) and an Avro record schema
-// (ReadFromPubSub with format AVRO). weir's own form, {field: type}, is
-// the loader's.
+// Package srcschema reads the schemas pipelines give sources and sinks
+// into row schemas: weir's own form, {field: type}, and Beam YAML's — a
+// JSON Schema of an object (ReadFromPubSub with format JSON, ReadFromJson,
+// ReadFromCsv) and an Avro record schema's text (format AVRO) — and checks
+// that a sink's schema names exactly the fields it writes.
 //
 // It may import row, yamlpipe/yamlnode and the standard library.
 package srcschema
@@ -46,11 +46,11 @@ func (r reader) errf(n *yamlnode.Node, format string, args ...any) error {
 	return &yamlnode.Error{File: r.file, Line: line, Col: col, Msg: fmt.Sprintf(format, args...)}
 }
 
-// FromString returns n itself, or, when n is a string holding a JSON
+// fromString returns n itself, or, when n is a string holding a JSON
 // object (Beam's configs take a schema as JSON text), that object parsed,
 // every node of it placed at n's position (errors inside the string point
 // at the string).
-func FromString(file string, n *yamlnode.Node) (*yamlnode.Node, error) {
+func fromString(file string, n *yamlnode.Node) (*yamlnode.Node, error) {
 	if n == nil || n.Kind != yamlnode.String || !strings.HasPrefix(strings.TrimSpace(n.Text), "{") {
 		return n, nil
 	}
@@ -83,27 +83,14 @@ func placeAt(n *yamlnode.Node, line, col int) {
 	}
 }
 
-// IsJSONSchema reports whether n is a JSON Schema of an object ("object"
+// isJSONSchema reports whether n is a JSON Schema of an object ("object"
 // is not one of weir's own types, so the two forms cannot be confused).
-func IsJSONSchema(n *yamlnode.Node) bool {
+func isJSONSchema(n *yamlnode.Node) bool {
 	if n == nil || n.Kind != yamlnode.Map {
 		return false
 	}
 	t := n.Get("type")
 	return t != nil && t.Kind == yamlnode.String && t.Text == "object"
-}
-
-// JSONSchema reads a source's top-level JSON Schema of an object into a
-// row schema and the fields it requires.
-func JSONSchema(file string, n *yamlnode.Node) (*row.Schema, []string, error) {
-	return reader{file}.object(n, true)
-}
-
-// NestedJSONSchema reads a JSON Schema of an object that is a field's type
-// inside weir's form of a schema; it may not require fields.
-func NestedJSONSchema(file string, n *yamlnode.Node) (*row.Schema, error) {
-	s, _, err := reader{file}.object(n, false)
-	return s, err
 }
 
 // checkKeys refuses a keyword of n not among allowed, saying where to
@@ -150,9 +137,7 @@ func (r reader) object(n *yamlnode.Node, top bool) (*row.Schema, []string, error
 	}
 	s, err := row.NewSchema(fields...)
 	if err != nil {
-		e := r.errf(pn, "bad schema: %v", err).(*yamlnode.Error)
-		e.Err = err
-		return nil, nil, e
+		return nil, nil, r.wrapf(pn, err, "bad schema")
 	}
 	rn := n.Get("required")
 	if rn == nil {
