@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/hamba/avro/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -345,45 +344,6 @@ func (s *Sink) encode(v any) (outMsg, error) {
 		return m, fmt.Errorf("format raw cannot publish a %s value (want bytes, a string or a row with a data field)", row.GoTypeName(v))
 	}
 	return m, nil
-}
-
-// avroEncoder returns the encoder rows of rs are written with: the
-// configured schema's, or one of a schema inferred from rs's fields but
-// those at omit (the attribute fields).
-func (s *Sink) avroEncoder(rs *row.Schema, omit []int) (*avrorow.Encoder, error) {
-	if s.avro != nil {
-		return s.avro, nil
-	}
-	if last := s.inferred.Load(); last != nil && last.rows == rs {
-		return last.enc, nil
-	}
-	fields := make([]row.Field, 0, rs.Len())
-	for i, f := range rs.Fields {
-		if !slices.Contains(omit, i) {
-			fields = append(fields, f)
-		}
-	}
-	payload, err := row.NewSchema(fields...)
-	if err != nil {
-		return nil, err
-	}
-	as, err := avrorow.SchemaOf(payload)
-	if err != nil {
-		return nil, fmt.Errorf("the rows %s have no Avro schema: %w", rs, err)
-	}
-	enc, err := avrorow.NewEncoder(as.(*avro.RecordSchema))
-	if err != nil {
-		return nil, fmt.Errorf("the rows %s have no Avro schema: %w", rs, err)
-	}
-	s.inferred.Store(&inferredAvro{rows: rs, enc: enc})
-	return enc, nil
-}
-
-// inferredAvro is the encoder of the Avro schema inferred for rows of one
-// schema.
-type inferredAvro struct {
-	rows *row.Schema
-	enc  *avrorow.Encoder
 }
 
 // attributes returns the attributes r's fields give (AttributeFields,

@@ -1,9 +1,9 @@
 // This file holds the ReadFromPubSub source's public surface and its opening:
-// the reject reasons, Format, RawSchema, SubscriptionName, SourceConfig
-// (defaults and validation), Source, and Split/Resume, which open the
-// subscription as one split (and, on resume, read back the dedupe IDs).
-// The split's read loop is in source_read.go; positions, Ack and Close in
-// source_ack.go.
+// the reject reasons, SubscriptionName, SourceConfig (defaults and
+// validation), Source, and Split/Resume, which open the subscription as
+// one split (and, on resume, read back the dedupe IDs). The split's read
+// loop is in source_read.go; positions, Ack and Close in source_ack.go;
+// the formats in format.go (Avro's in avro.go).
 
 package pubsub
 
@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -48,80 +47,6 @@ const (
 	ReasonMalformedPayload = "malformed_payload"
 )
 
-// Format is how message payloads are read and written.
-type Format int
-
-// Message formats.
-const (
-	// FormatJSON: one JSON object per message, read into a row of the
-	// configured schema (fields not in the schema are ignored, missing ones
-	// are null) and written from a row.
-	FormatJSON Format = iota
-	// FormatRaw: the payload as it is. The source produces rows of
-	// RawSchema; the sink publishes []byte, string, or the data field of a
-	// row.
-	FormatRaw
-	// FormatString: the payload as UTF-8 text, Beam's STRING format. The
-	// source produces rows of StringSchema (a payload that is not UTF-8
-	// is a malformed_payload reject); the sink publishes a row's one
-	// string field, as FormatRaw does.
-	FormatString
-	// FormatAvro: one Avro record per message, without a container (Beam's
-	// AVRO format: the writer's schema is the reader's), read into a row of
-	// its fields (SourceConfig.AvroSchema) and written from a row with a
-	// given schema or one inferred from the rows (SinkConfig.AvroSchema).
-	// A payload that is not a value of the schema is a malformed_payload
-	// reject.
-	FormatAvro
-)
-
-// ParseFormat reads a format as written in pipeline files: json, raw,
-// string or avro (Beam's names, JSON, RAW, STRING and AVRO, in any case).
-func ParseFormat(s string) (Format, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "json":
-		return FormatJSON, nil
-	case "raw", "bytes":
-		return FormatRaw, nil
-	case "string":
-		return FormatString, nil
-	case "avro":
-		return FormatAvro, nil
-	case "proto":
-		return 0, fmt.Errorf("format %q is not supported (it needs the messages' protocol buffer descriptors): publish JSON or Avro, or read the payload with format raw: %w", s, ErrInvalidConfig)
-	}
-	return 0, fmt.Errorf("format %q: want json, raw, string or avro: %w", s, ErrInvalidConfig)
-}
-
-// String returns the format's name.
-func (f Format) String() string {
-	switch f {
-	case FormatRaw:
-		return "raw"
-	case FormatString:
-		return "string"
-	case FormatAvro:
-		return "avro"
-	}
-	return "json"
-}
-
-// rawSchema is built once and never modified.
-var rawSchema = row.MustSchema(
-	row.Field{Name: "data", Type: row.Of(row.KindString)},
-	row.Field{Name: "attributes", Type: row.Of(row.KindAny)},
-	row.Field{Name: "id", Type: row.Of(row.KindString)},
-	row.Field{Name: "publish_time", Type: row.Of(row.KindTimestamp)},
-)
-
-// stringSchema is built once and never modified.
-var stringSchema = row.MustSchema(row.Field{Name: "payload", Type: row.Of(row.KindString)})
-
-// StringSchema is the schema of the rows a string-format source produces:
-// {payload: string}, as Beam's STRING format reads a message. The schema
-// is shared: do not modify it.
-func StringSchema() *row.Schema { return stringSchema }
-
 // payloadSchema returns Schema without the attribute fields that end it
 // (AttributeFields, AttributesMap), or an error when they do not.
 func (c *SourceConfig) payloadSchema() (*row.Schema, error) {
@@ -148,12 +73,6 @@ func (c *SourceConfig) payloadSchema() (*row.Schema, error) {
 	}
 	return row.NewSchema(c.Schema.Fields[:n]...)
 }
-
-// RawSchema is the schema of the rows a raw-format source produces:
-// {data: string, attributes: any (a map of strings), id: string (the
-// message ID, or null), publish_time: timestamp}. The schema is shared: do
-// not modify it.
-func RawSchema() *row.Schema { return rawSchema }
 
 // SubscriptionName returns the name of the subscription a source reading a
 // topic creates for a job's step: job + "--" + step, with characters not
@@ -264,17 +183,6 @@ type SourceConfig struct {
 	avroDec *avrorow.Decoder
 }
 
-// AvroRowSchema returns the schema of the rows an Avro record schema's
-// payloads are read into (its JSON text; see package avrorow for the
-// types).
-func AvroRowSchema(schemaJSON string) (*row.Schema, error) {
-	rs, err := avrorow.Parse(schemaJSON)
-	if err != nil {
-		return nil, err
-	}
-	return avrorow.RowSchema(rs)
-}
-
 // DefaultUnreachableAfter is the default SourceConfig.UnreachableAfter:
 // longer than a NATS server's restart or a cluster's change of leader,
 // which the client rides out by reconnecting.
@@ -324,26 +232,6 @@ func (c *SourceConfig) EnsureDefaults() {
 	}
 }
 
-// avroRows returns AvroSchema's rows with the attribute fields after
-// them, nil when AvroSchema cannot be read (Validate says why).
-func (c *SourceConfig) avroRows() *row.Schema {
-	s, err := AvroRowSchema(c.AvroSchema)
-	if err != nil {
-		return nil
-	}
-	fields := slices.Clone(s.Fields)
-	for _, name := range c.AttributeFields {
-		fields = append(fields, row.Field{Name: name, Type: row.Of(row.KindString)})
-	}
-	if c.AttributesMap != "" {
-		fields = append(fields, row.Field{Name: c.AttributesMap, Type: row.Of(row.KindAny)})
-	}
-	if s, err = row.NewSchema(fields...); err != nil {
-		return nil
-	}
-	return s
-}
-
 // Validate reports settings that cannot work.
 func (c *SourceConfig) Validate() error {
 	bad := func(format string, args ...any) error {
@@ -374,20 +262,8 @@ func (c *SourceConfig) Validate() error {
 		return bad("%v", err)
 	}
 	if c.Format == FormatAvro {
-		if c.AvroSchema == "" {
-			return bad("format avro needs the payloads' Avro record schema")
-		}
-		if c.avro, err = avrorow.Parse(c.AvroSchema); err != nil {
+		if err := c.validateAvro(payload); err != nil {
 			return bad("%v", err)
-		}
-		if payload != nil {
-			want := make([]string, 0, len(c.avro.Fields()))
-			for _, f := range c.avro.Fields() {
-				want = append(want, f.Name())
-			}
-			if !slices.Equal(payload.Names(), want) {
-				return bad("the rows' payload fields (%s) are not the Avro schema's (%s)", strings.Join(payload.Names(), ", "), strings.Join(want, ", "))
-			}
 		}
 	}
 	if c.Schema == nil && (c.Format == FormatJSON || c.Format == FormatAvro || c.TimestampField != "" || c.IDField != "" || len(c.Required) > 0) {

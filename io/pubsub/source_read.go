@@ -715,16 +715,6 @@ func (s *split) decode(data []byte) (*row.Row, string, string) {
 	return s.checkRequired(r)
 }
 
-// decodeAvro reads an Avro record of the source's schema into a row, as
-// decode reads JSON.
-func (s *split) decodeAvro(data []byte) (*row.Row, string, string) {
-	r := row.New(s.cfg.Schema)
-	if err := s.cfg.avroDec.Decode(data, r.Values); err != nil {
-		return nil, ReasonMalformedPayload, fmt.Sprintf("the payload is %v (format avro, schema %s)", err, s.cfg.avro.FullName())
-	}
-	return s.checkRequired(r)
-}
-
 // checkRequired returns r, or a reject's reason and message when a
 // required field of r is null.
 func (s *split) checkRequired(r *row.Row) (*row.Row, string, string) {
