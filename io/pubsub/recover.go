@@ -117,16 +117,13 @@ func (b *Broker) CheckStorage(ctx context.Context) error {
 		if r.since.IsZero() {
 			return nil
 		}
-		if r.unloaded {
-			if err := b.restartJetStream(); err != nil {
-				b.log.Warn(fmt.Sprintf("the broker's storage could not be brought back: retrying in %s", r.interval), "cause", r.cause, "error", err)
-				return fmt.Errorf("bringing the broker's storage back after %s: %w: %w", r.cause, ErrStorageFull, err)
-			}
-			b.markRecovered(r, "JetStream reloaded from its store")
+		if !r.unloaded {
+			b.markRecovered(r, "JetStream writes again")
 			return nil
 		}
-		b.markRecovered(r, "JetStream writes again")
-		return nil
+		// Healthy to look at, but a reload failed during this failure:
+		// reloaded below like any other before it counts as recovered.
+		problem = r.cause
 	}
 	if r.since.IsZero() {
 		r.since, r.cause = time.Now(), problem
