@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/hamba/avro/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -74,6 +75,9 @@ type SinkConfig struct {
 	// it during a parallel replacement, so that each window's panes reach
 	// the topic from one job only). Nil publishes every element.
 	Owns func(w window.Window) bool
+
+	// avro is AvroSchema parsed (Validate).
+	avro *avro.RecordSchema
 }
 
 // Validate reports settings that cannot work.
@@ -97,7 +101,8 @@ func (c *SinkConfig) Validate() error {
 		if c.Format != FormatAvro {
 			return bad("an Avro schema is for format avro, not %s", c.Format)
 		}
-		if _, err := avrorow.Parse(c.AvroSchema); err != nil {
+		var err error
+		if c.avro, err = avrorow.Parse(c.AvroSchema); err != nil {
 			return bad("%v", err)
 		}
 	}
@@ -203,9 +208,8 @@ func NewSink(b *Broker, cfg SinkConfig) (*Sink, error) {
 	}
 	s := &Sink{b: b, cfg: cfg}
 	if cfg.AvroSchema != "" {
-		rs, _ := avrorow.Parse(cfg.AvroSchema) // Validate parsed it
 		var err error
-		if s.avro, err = avrorow.NewEncoder(rs); err != nil {
+		if s.avro, err = avrorow.NewEncoder(cfg.avro); err != nil {
 			return nil, fmt.Errorf("WriteToPubSub %s: %w: %w", cfg.Step, err, ErrInvalidConfig)
 		}
 	}
