@@ -282,7 +282,7 @@ func (x *Execution) Commit(ctx context.Context, cp *contract.Checkpoint) error {
 	var errs []error
 	for _, sp := range x.r.steps {
 		if ts, ok := sp.code.(contract.TransactionalSink); ok && sp.step.Kind == graph.KindSink {
-			if err := ts.Commit(ctx, cp.Epoch, cp.SinkParts[sp.step.Name]); err != nil {
+			if err := guard(x.r.opts.Logger, sp.step.Name, func() error { return ts.Commit(ctx, cp.Epoch, cp.SinkParts[sp.step.Name]) }); err != nil {
 				errs = append(errs, fmt.Errorf("committing sink %q for checkpoint %d: %w", sp.step.Name, cp.Epoch, err))
 				continue
 			}
@@ -300,7 +300,7 @@ func (x *Execution) Commit(ctx context.Context, cp *contract.Checkpoint) error {
 				if !ok || s.index >= len(pos) || pos[s.index] == nil {
 					continue
 				}
-				if err := ps.Ack(ctx, pos[s.index]); err != nil {
+				if err := guard(x.r.opts.Logger, sn.plan.step.Name, func() error { return ps.Ack(ctx, pos[s.index]) }); err != nil {
 					errs = append(errs, fmt.Errorf("acknowledging source %q: %w", sn.plan.step.Name, err))
 				}
 			}
@@ -317,7 +317,7 @@ func CommitRestored(ctx context.Context, prog *contract.Program, cp *contract.Ch
 	for name, code := range prog.Code {
 		if ts, ok := code.(contract.TransactionalSink); ok {
 			if parts, ok := cp.SinkParts[name]; ok {
-				if err := ts.Commit(ctx, cp.Epoch, parts); err != nil {
+				if err := guard(nil, name, func() error { return ts.Commit(ctx, cp.Epoch, parts) }); err != nil {
 					errs = append(errs, fmt.Errorf("committing sink %q for checkpoint %d: %w", name, cp.Epoch, err))
 				}
 			}

@@ -140,6 +140,13 @@ func Start(ctx context.Context, prog *contract.Program, opts Options) (*Executio
 			defer wg.Done()
 			defer w.exited.Store(true)
 			defer w.releaseSnapshots()
+			defer func() {
+				// A panic stops this execution, not the process: the
+				// other workers see the cancellation and stop too.
+				if p := recover(); p != nil {
+					r.cancel(r.recovered(p, w.at))
+				}
+			}()
 			if err := w.loop(); err != nil {
 				r.cancel(err)
 			}
@@ -151,7 +158,7 @@ func Start(ctx context.Context, prog *contract.Program, opts Options) (*Executio
 		if errors.Is(runErr, context.Canceled) && ctx.Err() == nil && !r.cancelled.Load() {
 			runErr = nil
 		}
-		closeErr := r.close(runErr != nil || r.cancelled.Load())
+		closeErr := guard(r.opts.Logger, "", func() error { return r.close(runErr != nil || r.cancelled.Load()) })
 		r.cancel(nil)
 		x.res = r.result()
 		x.err = runErr
@@ -201,7 +208,7 @@ func (x *Execution) CloseSinks(ctx context.Context) error {
 	var errs []error
 	for _, sp := range x.r.steps {
 		if ts, ok := sp.code.(contract.TransactionalSink); ok && sp.step.Kind == graph.KindSink {
-			if err := ts.Close(ctx); err != nil {
+			if err := guard(x.r.opts.Logger, sp.step.Name, func() error { return ts.Close(ctx) }); err != nil {
 				errs = append(errs, fmt.Errorf("closing sink %q: %w", sp.step.Name, err))
 			}
 		}
@@ -219,7 +226,7 @@ func (x *Execution) ReleaseSinks(ctx context.Context) error {
 	var errs []error
 	for _, sp := range x.r.steps {
 		if rs, ok := sp.code.(contract.ReleasingSink); ok && sp.step.Kind == graph.KindSink {
-			if err := rs.Release(ctx); err != nil {
+			if err := guard(x.r.opts.Logger, sp.step.Name, func() error { return rs.Release(ctx) }); err != nil {
 				errs = append(errs, fmt.Errorf("releasing sink %q: %w", sp.step.Name, err))
 			}
 		}

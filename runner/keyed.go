@@ -240,6 +240,11 @@ func (r *run) restoreState() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					errs[i] = r.recovered(p, 0)
+				}
+			}()
 			for _, restore := range w.restores {
 				if err := restore(); err != nil {
 					errs[i] = err

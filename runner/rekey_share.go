@@ -260,7 +260,14 @@ func inParallel(n int, fn func(p int) error) error {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for p := range n {
-		wg.Go(func() { errs[p] = fn(p) })
+		wg.Go(func() {
+			defer func() {
+				if v := recover(); v != nil {
+					errs[p] = panicked(v)
+				}
+			}()
+			errs[p] = fn(p)
+		})
 	}
 	wg.Wait()
 	for _, err := range errs {

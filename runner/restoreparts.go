@@ -74,6 +74,11 @@ func restoreInParts[T any](k *keyed, kgs []int, parts int,
 		outs = append(outs, out)
 		go func() {
 			defer close(out)
+			defer func() {
+				if p := recover(); p != nil {
+					fail(k.w.r.recovered(p, k.sp.idx+1))
+				}
+			}()
 			if err := scanBatches(ctx, k, part, decode, out); err != nil {
 				fail(err)
 			}

@@ -83,7 +83,7 @@ type edgeScratch struct {
 func (w *worker) deliver(e edge, elems []contract.Element, sc *edgeScratch, owned bool) error {
 	switch e.kind {
 	case edgeLocal:
-		return w.nodes[e.step].process(e.port, bundle{elems: elems, sender: w.cur, owned: owned})
+		return w.process(e.step, e.port, bundle{elems: elems, sender: w.cur, owned: owned})
 	case edgeBroadcast:
 		for _, other := range w.r.workers {
 			if other.id == w.id {
@@ -91,7 +91,7 @@ func (w *worker) deliver(e edge, elems []contract.Element, sc *edgeScratch, owne
 			}
 			w.send(other, e, bundle{elems: append([]contract.Element(nil), elems...), sender: w.cur})
 		}
-		return w.nodes[e.step].process(e.port, bundle{elems: elems, sender: w.cur})
+		return w.process(e.step, e.port, bundle{elems: elems, sender: w.cur})
 	}
 	// Partition by key group.
 	nw := len(w.r.workers)
@@ -109,7 +109,7 @@ func (w *worker) deliver(e edge, elems []contract.Element, sc *edgeScratch, owne
 			hs = append(hs, KeyHash(ks[start:]))
 		}
 		sc.hashes, sc.keys, sc.kends = hs, ks, ke
-		return w.nodes[e.step].process(e.port, bundle{elems: elems, hashes: hs, keys: ks, kends: ke, sender: w.cur})
+		return w.process(e.step, e.port, bundle{elems: elems, hashes: hs, keys: ks, kends: ke, sender: w.cur})
 	}
 	// Remote shares are copied into pooled bundles; the local share is the
 	// producer's bundle itself, with the hashes telling which elements are ours.
@@ -146,7 +146,7 @@ func (w *worker) deliver(e edge, elems []contract.Element, sc *edgeScratch, owne
 		w.push(w.r.workers[o], message{step: e.step, port: e.port, b: *p, pooled: p, from: w.id})
 	}
 	if local > 0 {
-		return w.nodes[e.step].process(e.port, bundle{elems: elems, hashes: hs, keys: ks, kends: ke, shared: true, sender: w.cur})
+		return w.process(e.step, e.port, bundle{elems: elems, hashes: hs, keys: ks, kends: ke, shared: true, sender: w.cur})
 	}
 	return nil
 }
@@ -177,7 +177,7 @@ func (w *worker) deliverCtrl(e edge, c ctrl) error {
 			}
 		}
 	}
-	return w.nodes[e.step].control(e.port, c)
+	return w.control(e.step, e.port, c)
 }
 
 type outputs struct {

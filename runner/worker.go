@@ -100,6 +100,9 @@ type worker struct {
 	nextSrc   int
 	// cur is the root instance whose output is being delivered.
 	cur int
+	// at is the step whose code the worker runs (its stepPlan.idx+1; 0
+	// between steps): the step a panic is blamed on (run.recovered).
+	at int
 	// idle is the time (ns) the worker waited with nothing to do since it
 	// started: its utilisation is what it did not wait (Result.IdleNanos).
 	idle atomic.Int64
@@ -221,9 +224,9 @@ func (w *worker) loop() error {
 			m := &msgs[i]
 			var err error
 			if m.c != nil {
-				err = w.nodes[m.step].control(m.port, *m.c)
+				err = w.control(m.step, m.port, *m.c)
 			} else {
-				err = w.nodes[m.step].process(m.port, m.b)
+				err = w.process(m.step, m.port, m.b)
 				if m.pooled != nil {
 					clear(m.b.elems)
 					m.pooled.elems, m.pooled.hashes = m.b.elems[:0], m.b.hashes[:0]
@@ -312,6 +315,26 @@ func (w *worker) loop() error {
 	}
 }
 
+// process hands bundle b to port of step's node, recording the step as
+// the one the worker runs (at) while it does.
+func (w *worker) process(step, port int, b bundle) error {
+	prev := w.at
+	w.at = step + 1
+	err := w.nodes[step].process(port, b)
+	w.at = prev
+	return err
+}
+
+// control hands control message c to port of step's node, recording the
+// step as the one the worker runs (at) while it does.
+func (w *worker) control(step, port int, c ctrl) error {
+	prev := w.at
+	w.at = step + 1
+	err := w.nodes[step].control(port, c)
+	w.at = prev
+	return err
+}
+
 func (w *worker) creditReturned() {
 	if w.inflight.Add(-1) == maxInflight/2 {
 		w.inbox.wake()
@@ -342,7 +365,9 @@ func (w *worker) readSource() (read, got bool, err error) {
 		if s.done || s.paused {
 			continue
 		}
+		w.at = s.plan.idx + 1
 		err := s.read(w.r.ctx)
+		w.at = 0
 		return true, s.got, err
 	}
 	return false, false, nil

@@ -131,8 +131,8 @@ func New(b *pubsub.Broker, opts Options) *Server {
 	s := &Server{b: b, opts: opts, log: opts.Logger.With("component", "pubsub-grpc"), subs: make(map[string]*subscription),
 		streams: make(map[string]map[*streamPull]struct{})}
 	sopts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(s.unaryAuth),
-		grpc.ChainStreamInterceptor(s.streamAuth),
+		grpc.ChainUnaryInterceptor(s.unaryRecover, s.unaryAuth),
+		grpc.ChainStreamInterceptor(s.streamRecover, s.streamAuth),
 		grpc.MaxRecvMsgSize(maxRequestBytes),
 	}
 	if opts.TLS != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/service/record"
 
@@ -177,8 +178,13 @@ func (jr *Run) LastSinkRetry() (t time.Time, ok bool) {
 
 // permanentCommit asks the sinks of prog whether commit error err is
 // permanent (contract.PermanentCommitter): a sink classifies only its own
-// errors, so the first that says so decides.
+// errors, so the first that says so decides. A panic (runner.PanicError)
+// is permanent.
 func permanentCommit(prog *contract.Program, err error) (reason string, permanent bool) {
+	// A sink whose commit panicked has a bug that a retry would meet again.
+	if pe := (*runner.PanicError)(nil); errors.As(err, &pe) {
+		return pe.Error(), true
+	}
 	for _, code := range prog.Code {
 		if pc, ok := code.(contract.PermanentCommitter); ok {
 			if reason, ok := pc.PermanentCommitError(err); ok {

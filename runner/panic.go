@@ -1,0 +1,114 @@
+package runner
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"strings"
+)
+
+// This file turns a panic in a worker's goroutine — a step's code, a
+// connector, a library they call — into the failure of its execution
+// instead of the loss of the process, and with it of every other job the
+// process runs.
+
+// PanicError is the failure of an execution whose code panicked: a bug in a
+// step's code (a Go SDK function), a connector or a library they call (a
+// malformed input a library did not expect). The execution stops as for
+// any other failure: nothing after its last checkpoint commits.
+type PanicError struct {
+	// Step is the step whose code was running, "" when the panic was in
+	// the runner's own code between steps.
+	Step string
+	// Value is what the code panicked with.
+	Value any
+	// Where is the function that panicked (the innermost frame outside
+	// the Go runtime).
+	Where string
+	// Stack is the goroutine's stack at the panic.
+	Stack []byte
+}
+
+// Error names the step, the panic's value and the function it came from.
+func (e *PanicError) Error() string {
+	var b strings.Builder
+	if e.Step != "" {
+		fmt.Fprintf(&b, "step %q panicked: ", e.Step)
+	} else {
+		b.WriteString("the runner panicked: ")
+	}
+	fmt.Fprintf(&b, "%v", e.Value)
+	if e.Where != "" {
+		fmt.Fprintf(&b, " (in %s)", e.Where)
+	}
+	b.WriteString("; the execution stopped as on any failure, and the log holds the stack")
+	return b.String()
+}
+
+// Unwrap returns the panic's value when it is an error (a runtime error
+// among them).
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// recovered is the PanicError of the panic p, recovered in a goroutine of
+// r whose code was running step (its stepPlan.idx+1; 0 for none). Call it
+// from the deferred function that recovered p, so that the stack is the
+// panic's.
+func (r *run) recovered(p any, step int) *PanicError {
+	e := panicked(p)
+	if step > 0 && step <= len(r.steps) {
+		e.Step = r.steps[step-1].step.Name
+	}
+	r.opts.Logger.Error("a step panicked: the execution stops", "step", e.Step, "panic", fmt.Sprint(p), "where", e.Where, "stack", string(e.Stack))
+	return e
+}
+
+// guard runs fn, code of step (a sink's commit, close or release; a
+// source's acknowledgement) called from the job service's goroutine
+// rather than a worker's, and returns its panic, logged to log, as a
+// PanicError.
+func guard(log *slog.Logger, step string, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e := panicked(p)
+			e.Step = step
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Error("a step panicked", "step", step, "panic", fmt.Sprint(p), "where", e.Where, "stack", string(e.Stack))
+			err = e
+		}
+	}()
+	return fn()
+}
+
+// panicked is the PanicError of the panic p, from the deferred function
+// that recovered it.
+func panicked(p any) *PanicError {
+	return &PanicError{Value: p, Stack: debug.Stack(), Where: panicFrame()}
+}
+
+// panicFrame is the innermost function of the panicking goroutine outside
+// the Go runtime: the first frame below runtime.gopanic, called from a
+// deferred function while the goroutine panics ("" otherwise).
+func panicFrame() string {
+	pcs := make([]uintptr, 64)
+	n := runtime.Callers(2, pcs)
+	frames := runtime.CallersFrames(pcs[:n])
+	panicking := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			panicking = true
+		case panicking && f.Function != "" && !strings.HasPrefix(f.Function, "runtime."):
+			return f.Function
+		}
+		if !more {
+			return ""
+		}
+	}
+}
