@@ -32,9 +32,17 @@ type parquetColumn struct {
 	unit time.Duration
 }
 
-func parquetColumns(s *parquet.Schema) ([]parquetColumn, error) {
-	var cols []parquetColumn
+func parquetColumns(s *parquet.Schema) (cols []parquetColumn, err error) {
+	var name string
+	defer func() {
+		// parquet-go panics on a type it cannot tell the kind of (a leaf
+		// annotated as a MAP, say), which only a corrupted file has.
+		if p := recover(); p != nil {
+			cols, err = nil, fmt.Errorf("%w: column %q: %v", errParquetCorrupt, name, p)
+		}
+	}()
 	for _, f := range s.Fields() {
+		name = f.Name()
 		c := parquetColumn{name: f.Name(), typ: row.Of(row.KindAny)}
 		if f.Leaf() {
 			switch f.Type().Kind() {
@@ -76,17 +84,13 @@ func ParquetSchema(path string) (*row.Schema, error) {
 		return nil, fmt.Errorf("reading the Parquet schema: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	pf, err := openParquet(f, paths[0])
 	if err != nil {
 		return nil, err
-	}
-	pf, err := parquet.OpenFile(f, st.Size())
-	if err != nil {
-		return nil, fmt.Errorf("%s is not a Parquet file: %w", paths[0], err)
 	}
 	cols, err := parquetColumns(pf.Schema())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s is not a Parquet file: %w", paths[0], err)
 	}
 	fields := make([]row.Field, len(cols))
 	for i, c := range cols {
@@ -103,14 +107,38 @@ type parquetReader struct {
 	to []int
 }
 
+// openParquet opens the Parquet file f, read from path, once its
+// structure is checked (parquetFooter, parquetPages).
+func openParquet(f *os.File, path string) (pf *parquet.File, err error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	footer, err := parquetFooter(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a Parquet file: %w", path, err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			pf, err = nil, fmt.Errorf("%s is not a Parquet file: %w: %v", path, errParquetCorrupt, p)
+		}
+	}()
+	// The page indexes and Bloom filters are not read: rows are read in
+	// order, and their stated sizes would be allocated unchecked.
+	pf, err = parquet.OpenFile(f, st.Size(), parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a Parquet file: %w", path, err)
+	}
+	if err := parquetPages(f, pf.Metadata(), st.Size()-8-int64(len(footer))); err != nil {
+		return nil, fmt.Errorf("%s is not a Parquet file: %w", path, err)
+	}
+	return pf, nil
+}
+
 func (s *split) openParquet() error {
-	st, err := s.f.Stat()
+	pf, err := openParquet(s.f, s.path)
 	if err != nil {
 		return err
-	}
-	pf, err := parquet.OpenFile(s.f, st.Size())
-	if err != nil {
-		return fmt.Errorf("%s is not a Parquet file: %w", s.path, err)
 	}
 	cols, err := parquetColumns(pf.Schema())
 	if err != nil {
@@ -129,9 +157,16 @@ func (s *split) openParquet() error {
 	return nil
 }
 
-func (s *split) readParquet(dst *contract.Element) (bool, error) {
+func (s *split) readParquet(dst *contract.Element) (ok bool, err error) {
 	pr := s.pq
 	m := map[string]any{}
+	defer func() {
+		// parquet-go reads a page whose bytes contradict its header (a
+		// corrupted page) into a panic: the file cannot be read on.
+		if p := recover(); p != nil {
+			ok, err = false, fmt.Errorf("reading row %d of %s: %w: %v", s.line+1, s.path, errParquetCorrupt, p)
+		}
+	}()
 	if err := pr.r.Read(&m); err != nil {
 		if err == io.EOF {
 			s.done = true
