@@ -39,6 +39,9 @@ const (
 	kArray
 	kMap
 	kUnion
+	// kDecimal is a decimal (bytes or fixed) to write (Encoder only: a
+	// decoder reads one as a kString or kFixed with its scale).
+	kDecimal
 )
 
 // node is one Avro type compiled with the row type its value takes.

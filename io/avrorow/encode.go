@@ -4,7 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/hamba/avro/v2"
@@ -41,10 +44,13 @@ type enode struct {
 	int32   bool  // an int, not a long
 	ts      int64 // a timestamp's unit per millisecond (1 or 1000), 0 if none
 	symbols []string
-	size    int
-	names   []string
-	fields  []*enode
-	items   *enode
+	// size is a fixed's bytes (a decimal's too; 0 for a bytes decimal).
+	size int
+	// scale and precision are a decimal's.
+	scale, precision int
+	names            []string
+	fields           []*enode
+	items            *enode
 	// branches are a union's; null is the null branch's index (-1: none).
 	branches []*enode
 	null     int
@@ -77,13 +83,18 @@ func compileEnc(s avro.Schema, named map[string]*enode) (*enode, error) {
 		if !ok {
 			return nil, fmt.Errorf("Avro type %s is not written", x.Type())
 		}
-		if x.Logical() != nil && x.Logical().Type() == avro.Decimal {
-			return nil, fmt.Errorf("a decimal is not written: rows have no decimal type (declare the field as a string or a double)")
+		if d, ok := x.Logical().(*avro.DecimalLogicalSchema); ok && x.Type() == avro.Bytes {
+			e.kind, e.scale, e.precision = kDecimal, d.Scale(), d.Precision()
+			return e, nil
 		}
 		e.kind, e.ts, e.int32 = kind, ts, x.Type() == avro.Int
 	case *avro.EnumSchema:
 		e.kind, e.symbols = kEnum, x.Symbols()
 	case *avro.FixedSchema:
+		if d, ok := x.Logical().(*avro.DecimalLogicalSchema); ok {
+			e.kind, e.size, e.scale, e.precision = kDecimal, x.Size(), d.Scale(), d.Precision()
+			return e, nil
+		}
 		if x.Logical() != nil {
 			return nil, fmt.Errorf("a fixed %s with logical type %s is not written", x.FullName(), x.Logical().Type())
 		}
@@ -255,6 +266,15 @@ func appendValue(dst []byte, e *enode, v any, depth int) ([]byte, error) {
 			return nil, fmt.Errorf("%q is not a symbol of the enum %s", s, e.s.(*avro.EnumSchema).FullName())
 		}
 		return appendLong(dst, int64(i)), nil
+	case kDecimal:
+		b, err := decimalBytes(v, e.scale, e.precision, e.size)
+		if err != nil {
+			return nil, err
+		}
+		if e.size == 0 {
+			dst = appendLong(dst, int64(len(b)))
+		}
+		return append(dst, b...), nil
 	case kFixed:
 		s, ok := v.(string)
 		if !ok || len(s) != e.size {
@@ -343,6 +363,13 @@ func fits(v any, s avro.Schema) bool {
 		_, ok := v.(mtime.Time)
 		return ok
 	}
+	if ls, ok := s.(avro.LogicalTypeSchema); ok && ls.Logical() != nil && ls.Logical().Type() == avro.Decimal {
+		switch v.(type) {
+		case string, int64, int, float64:
+			return true
+		}
+		return false
+	}
 	switch x := v.(type) {
 	case int64, int:
 		i, _ := v.(int64)
@@ -371,4 +398,96 @@ func fits(v any, s avro.Schema) bool {
 		return s.Type() == avro.Record
 	}
 	return false
+}
+
+// decimalBytes is v — a string of exact digits (as a decoder reads a
+// decimal), an int or a float — as an Avro decimal of scale and precision:
+// its unscaled value's big-endian two's complement, in size bytes for a
+// fixed (0: as few as it takes, for bytes). A value with more decimal
+// places than the scale (other than zeros) or more digits than the
+// precision is an error: nothing is rounded.
+func decimalBytes(v any, scale, precision, size int) ([]byte, error) {
+	var text string
+	switch x := v.(type) {
+	case string:
+		text = x
+	case int64:
+		text = strconv.FormatInt(x, 10)
+	case int:
+		text = strconv.Itoa(x)
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%v is not a decimal", x)
+		}
+		text = strconv.FormatFloat(x, 'f', -1, 64)
+	default:
+		return nil, fmt.Errorf("%s %s is not a decimal", row.GoTypeName(v), shortValue(v))
+	}
+	digits, neg := text, false
+	if rest, ok := strings.CutPrefix(digits, "-"); ok {
+		digits, neg = rest, true
+	} else {
+		digits = strings.TrimPrefix(digits, "+")
+	}
+	whole, frac, _ := strings.Cut(digits, ".")
+	valid := whole != "" || frac != ""
+	for _, c := range whole + frac {
+		if c < '0' || c > '9' {
+			valid = false
+		}
+	}
+	if !valid {
+		return nil, fmt.Errorf("%q is not a decimal number", text)
+	}
+	if len(frac) > scale {
+		if strings.Trim(frac[scale:], "0") != "" {
+			return nil, fmt.Errorf("%s has %d decimal places, more than the decimal's scale %d (nothing is rounded)", text, len(strings.TrimRight(frac, "0")), scale)
+		}
+		frac = frac[:scale]
+	}
+	unscaled := strings.TrimLeft(whole+frac+strings.Repeat("0", scale-len(frac)), "0")
+	if precision > 0 && len(unscaled) > precision {
+		return nil, fmt.Errorf("%s has %d digits, more than the decimal's precision %d", text, len(unscaled), precision)
+	}
+	if unscaled == "" {
+		unscaled = "0"
+	}
+	n, _ := new(big.Int).SetString(unscaled, 10)
+	if neg {
+		n.Neg(n)
+	}
+	var b []byte
+	switch n.Sign() {
+	case 0:
+		b = []byte{0}
+	case 1:
+		b = n.Bytes()
+		if b[0]&0x80 != 0 {
+			b = append([]byte{0}, b...)
+		}
+	default:
+		// The smallest width whose two's complement holds n: that of −n−1
+		// with a sign bit.
+		m := new(big.Int).Neg(n)
+		m.Sub(m, big.NewInt(1))
+		width := m.BitLen()/8 + 1
+		t := new(big.Int).Lsh(big.NewInt(1), uint(8*width))
+		b = t.Add(t, n).Bytes()
+	}
+	if size == 0 {
+		return b, nil
+	}
+	if len(b) > size {
+		return nil, fmt.Errorf("%s does not fit the decimal's %d bytes", text, size)
+	}
+	pad := byte(0)
+	if n.Sign() < 0 {
+		pad = 0xff
+	}
+	out := make([]byte, size)
+	for i := range size - len(b) {
+		out[i] = pad
+	}
+	copy(out[size-len(b):], b)
+	return out, nil
 }

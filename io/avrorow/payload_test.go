@@ -400,3 +400,75 @@ func TestDecoderReadsDecimalsExactly(t *testing.T) {
 		t.Errorf("a 2,000-byte decimal: %v", err)
 	}
 }
+
+// TestEncoderWritesDecimals: a decimal field (bytes or fixed) is written
+// from the exact digits a decoder reads (so a record read and written
+// again keeps its decimals), from an int or from a float, as the two's
+// complement hamba reads back; a value with more places than the scale
+// or more digits than the precision is an error, not a rounding.
+func TestEncoderWritesDecimals(t *testing.T) {
+	rs, err := Parse(`{"type": "record", "name": "D", "fields": [
+		{"name": "b", "type": {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 2}},
+		{"name": "f", "type": {"type": "fixed", "name": "F", "size": 2, "logicalType": "decimal", "precision": 4, "scale": 1}}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, err := RowSchema(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := NewDecoder(rs, sch)
+	type dec struct {
+		B *big.Rat `avro:"b"`
+		F *big.Rat `avro:"f"`
+	}
+	third := 1.0
+	third /= 3
+	for _, tc := range []struct {
+		b, f      any
+		wantB     string // as hamba reads it
+		wantF     string
+		wantError string
+	}{
+		{b: "123.45", f: "-12.3", wantB: "123.45", wantF: "-12.3"},
+		{b: "-1.28", f: "-0.1", wantB: "-1.28", wantF: "-0.1"}, // unscaled −128: one byte 0x80
+		{b: "1.28", f: "0", wantB: "1.28", wantF: "0"},         // unscaled 128: 0x00 0x80
+		{b: "92233720368547758.07", f: "999.9", wantB: "92233720368547758.07", wantF: "999.9"},
+		{b: int64(-7), f: 2.5, wantB: "-7", wantF: "2.5"},
+		{b: "0.50", f: "1.10", wantB: "0.5", wantF: "1.1"}, // trailing zeros beyond the scale are no rounding
+		{b: "1.005", f: "0", wantError: "3 decimal places"},
+		{b: "0", f: "1000.0", wantError: "precision 4"},
+		{b: "1e5", f: "0", wantError: "not a decimal number"},
+		{b: third, f: "0", wantError: "decimal places"},
+	} {
+		r := row.New(sch)
+		r.Values[0], r.Values[1] = tc.b, tc.f
+		got, err := encode(r, rs)
+		if tc.wantError != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantError) {
+				t.Errorf("%v, %v: %v, want an error saying %q", tc.b, tc.f, err, tc.wantError)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v, %v: %v", tc.b, tc.f, err)
+		}
+		var back dec
+		if err := avro.Unmarshal(rs, got, &back); err != nil {
+			t.Fatalf("%v, %v: hamba cannot read %x: %v", tc.b, tc.f, got, err)
+		}
+		wantB, _ := new(big.Rat).SetString(tc.wantB)
+		wantF, _ := new(big.Rat).SetString(tc.wantF)
+		if back.B.Cmp(wantB) != 0 || back.F.Cmp(wantF) != 0 {
+			t.Errorf("%v, %v: hamba reads %s and %s, want %s and %s", tc.b, tc.f, back.B, back.F, tc.wantB, tc.wantF)
+		}
+		// Read and written again: the same bytes.
+		again := row.New(sch)
+		if err := d.Decode(got, again.Values); err != nil {
+			t.Fatal(err)
+		}
+		if twice, err := encode(again, rs); err != nil || !bytes.Equal(twice, got) {
+			t.Errorf("%v, %v: read as %v and written again as %x, %v; want %x", tc.b, tc.f, again.Values, twice, err, got)
+		}
+	}
+}
