@@ -136,3 +136,31 @@ func TestTimestampInSeconds(t *testing.T) {
 		})
 	}
 }
+
+// TestJSONLineTooLong: a JSON line longer than MaxLineBytes is a
+// line_too_long reject holding its first KiB, and the lines after it
+// read as before; the file is not held in memory whole.
+func TestJSONLineTooLong(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "in.jsonl")
+	long := `{"a": "` + strings.Repeat("x", MaxLineBytes+1000) + `"}`
+	if err := os.WriteFile(path, []byte("{\"a\": \"first\"}\n"+long+"\n{\"a\": \"last\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := row.NewSchema(row.Field{Name: "a", Type: row.Of(row.KindString)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, NewSource(SourceConfig{Step: "R", Path: path, Schema: s, TimestampField: -1}))
+	if len(got) != 3 {
+		t.Fatalf("read %d elements, want 3", len(got))
+	}
+	rj, ok := got[1].Value.(contract.Reject)
+	if !ok || rj.Reason != ReasonLineTooLong || len(rj.Element.(string)) != 1<<10 || !strings.Contains(rj.Message, "longer than") {
+		t.Fatalf("the long line read as %T %v", got[1].Value, rj.Reason)
+	}
+	for i, want := range map[int]string{0: "first", 2: "last"} {
+		if r, ok := got[i].Value.(*row.Row); !ok || r.Values[0] != want {
+			t.Errorf("element %d: %v, want %q", i, got[i].Value, want)
+		}
+	}
+}

@@ -50,7 +50,14 @@ const (
 	// is plainly seconds since the epoch, not milliseconds
 	// (row.ErrTimestampInSeconds).
 	ReasonTimestampInSeconds = "timestamp_in_seconds"
+	// ReasonLineTooLong: a JSON line is longer than MaxLineBytes; the
+	// reject holds its first KiB, and reading goes on at the next line.
+	ReasonLineTooLong = "line_too_long"
 )
+
+// MaxLineBytes bounds a JSON line read as one element: a file without
+// line ends would otherwise be held in memory whole.
+const MaxLineBytes = 64 << 20
 
 // Format is a file format.
 type Format int
@@ -198,6 +205,9 @@ type split struct {
 	line    int64
 	done    bool
 	long    []byte
+	// tooLong is the length of the line nextLine last returned when it
+	// was longer than MaxLineBytes (it returned its first KiB); else 0.
+	tooLong int64
 }
 
 func (s *split) open() error {
@@ -307,10 +317,20 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 // nextLine returns the next line without its end, or io.EOF.
 func (s *split) nextLine() ([]byte, error) {
 	line, err := s.br.ReadSlice('\n')
+	s.tooLong = 0
 	if err == bufio.ErrBufferFull {
 		s.long = append(s.long[:0], line...)
 		for err == bufio.ErrBufferFull {
 			line, err = s.br.ReadSlice('\n')
+			if len(s.long)+len(line) > MaxLineBytes {
+				// Past the bound: keep the start, count the rest.
+				if s.tooLong == 0 {
+					s.tooLong = int64(len(s.long))
+					s.long = s.long[:min(len(s.long), 1<<10)]
+				}
+				s.tooLong += int64(len(line))
+				continue
+			}
 			s.long = append(s.long, line...)
 		}
 		line = s.long
@@ -371,6 +391,10 @@ func (s *split) readJSON(dst *contract.Element) (bool, error) {
 	}
 	if err != nil {
 		return false, err
+	}
+	if s.tooLong > 0 {
+		s.reject(dst, string(line), ReasonLineTooLong, fmt.Sprintf("a line of %d bytes, longer than the %d read as one element (the element holds its first KiB)", s.tooLong, MaxLineBytes))
+		return true, nil
 	}
 	if len(bytes.TrimSpace(line)) == 0 {
 		return false, nil
