@@ -50,6 +50,13 @@ func (s *Server) StreamingPull(stream pubsubpb.Subscriber_StreamingPullServer) e
 	}
 	recvErr := make(chan error, 1)
 	go func() {
+		defer func() {
+			// The stream's requests are handled here, outside the call's
+			// goroutine and its interceptor (streamRecover).
+			if p := recover(); p != nil {
+				recvErr <- s.panicked("/google.pubsub.v1.Subscriber/StreamingPull", p)
+			}
+		}()
 		for {
 			req, err := stream.Recv()
 			if err == nil {
