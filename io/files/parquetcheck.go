@@ -351,13 +351,7 @@ func (w *thriftWalker) value(t byte, path uint32, depth int) error {
 			return err
 		}
 		for range n {
-			if et == tcTrue || et == tcFalse { // a list's booleans take a byte each
-				if _, err := w.byte(); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := w.value(et, 0, depth+1); err != nil {
+			if err := w.item(et, depth); err != nil {
 				return err
 			}
 		}
@@ -379,16 +373,11 @@ func (w *thriftWalker) value(t byte, path uint32, depth int) error {
 			return err
 		}
 		for range n {
-			for _, et := range [2]byte{kv >> 4, kv & 0x0f} {
-				if et == tcTrue || et == tcFalse {
-					if _, err := w.byte(); err != nil {
-						return err
-					}
-					continue
-				}
-				if err := w.value(et, 0, depth+1); err != nil {
-					return err
-				}
+			if err := w.item(kv>>4, depth); err != nil {
+				return err
+			}
+			if err := w.item(kv&0x0f, depth); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -499,4 +488,14 @@ func (w *limitWriter) Write(p []byte) (int, error) {
 		return 0, errors.New("it decompresses to more bytes than its header states")
 	}
 	return len(p), nil
+}
+
+// item walks one item of type t of a list, set or map at depth: a
+// boolean item takes a byte (a field's is in its type).
+func (w *thriftWalker) item(t byte, depth int) error {
+	if t == tcTrue || t == tcFalse {
+		_, err := w.byte()
+		return err
+	}
+	return w.value(t, 0, depth+1)
 }
