@@ -21,7 +21,9 @@ type PanicError struct {
 	// Step is the step whose code was running, "" when the panic was in
 	// the runner's own code between steps.
 	Step string
-	// Value is what the code panicked with.
+	// Value is what the code panicked with. A PanicError does not unwrap
+	// to it: a panic with an error such as context.Canceled is not that
+	// error.
 	Value any
 	// Where is the function that panicked (the innermost frame outside
 	// the Go runtime).
@@ -42,15 +44,8 @@ func (e *PanicError) Error() string {
 	if e.Where != "" {
 		fmt.Fprintf(&b, " (in %s)", e.Where)
 	}
-	b.WriteString("; the execution stopped as on any failure, and the log holds the stack")
+	b.WriteString("; the log holds the stack")
 	return b.String()
-}
-
-// Unwrap returns the panic's value when it is an error (a runtime error
-// among them).
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
 }
 
 // recovered is the PanicError of the panic p, recovered in a goroutine of

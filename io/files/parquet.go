@@ -84,7 +84,7 @@ func ParquetSchema(path string) (*row.Schema, error) {
 		return nil, fmt.Errorf("reading the Parquet schema: %w", err)
 	}
 	defer f.Close()
-	pf, err := openParquet(f, paths[0])
+	pf, err := openParquet(f, paths[0], false) // the schema is in the footer
 	if err != nil {
 		return nil, err
 	}
@@ -107,9 +107,10 @@ type parquetReader struct {
 	to []int
 }
 
-// openParquet opens the Parquet file f, read from path, once its
-// structure is checked (parquetFooter, parquetPages).
-func openParquet(f *os.File, path string) (pf *parquet.File, err error) {
+// openParquet opens the Parquet file f, read from path, once its footer
+// is checked (parquetFooter) and, when pages is set, its pages
+// (parquetPages): reading its schema alone needs only the footer.
+func openParquet(f *os.File, path string, pages bool) (pf *parquet.File, err error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -129,6 +130,9 @@ func openParquet(f *os.File, path string) (pf *parquet.File, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a Parquet file: %w", path, err)
 	}
+	if !pages {
+		return pf, nil
+	}
 	if err := parquetPages(f, pf.Metadata(), st.Size()-8-int64(len(footer))); err != nil {
 		return nil, fmt.Errorf("%s is not a Parquet file: %w", path, err)
 	}
@@ -136,7 +140,7 @@ func openParquet(f *os.File, path string) (pf *parquet.File, err error) {
 }
 
 func (s *split) openParquet() error {
-	pf, err := openParquet(s.f, s.path)
+	pf, err := openParquet(s.f, s.path, true)
 	if err != nil {
 		return err
 	}
