@@ -36,6 +36,9 @@ const (
 	// DefaultMaxOutstanding is how many unacknowledged messages a streaming
 	// pull holds at most when the client sets no max_outstanding_messages.
 	DefaultMaxOutstanding = 1000
+	// MaxPullMessages is the most messages one Pull returns, whatever its
+	// max_messages (Google's Pull returns at most 1,000 too).
+	MaxPullMessages = 1000
 	// DefaultPullWait is how long Pull waits for a first message when none
 	// is available (Options.PullWait).
 	DefaultPullWait = 5 * time.Second

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"sort"
 	"strconv"
@@ -715,4 +716,43 @@ func TestStreamWindowFreedByAcknowledge(t *testing.T) {
 		t.Fatalf("received %d distinct messages of %d", len(seen), n)
 	}
 	f.settled(t, "s")
+}
+
+// TestPullOfMaxInt32Messages: a Pull asking for 2^31-1 messages returns
+// at most MaxPullMessages — the broker's client allocated room for as many
+// as it was asked for, and such a request ended the process for want of
+// 32 GB — and the rest stays for the next pull.
+func TestPullOfMaxInt32Messages(t *testing.T) {
+	f := start(t, pubsubgrpc.Options{})
+	ctx := context.Background()
+	f.topic(t, "t")
+	f.subscription(t, "s", "t", false, 60)
+	p := f.client.Publisher("t")
+	defer p.Stop()
+	const n = pubsubgrpc.MaxPullMessages + 200
+	results := make([]*gpubsub.PublishResult, n)
+	for i := range results {
+		results[i] = p.Publish(ctx, &gpubsub.Message{Data: []byte{byte(i)}})
+	}
+	for _, r := range results {
+		if _, err := r.Get(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := f.client.SubscriptionAdminClient
+	got := 0
+	for got < n {
+		r, err := sc.Pull(ctx, &pubsubpb.PullRequest{Subscription: subPath("s"), MaxMessages: math.MaxInt32})
+		if err != nil {
+			t.Fatalf("Pull: %v", err)
+		}
+		k := len(r.GetReceivedMessages())
+		if k == 0 || k > pubsubgrpc.MaxPullMessages {
+			t.Fatalf("a pull returned %d messages after %d, want 1 to %d", k, got, pubsubgrpc.MaxPullMessages)
+		}
+		got += k
+	}
+	if got != n {
+		t.Errorf("pulled %d messages, want %d", got, n)
+	}
 }

@@ -258,6 +258,10 @@ func (s *Server) Pull(ctx context.Context, req *pubsubpb.PullRequest) (*pubsubpb
 	if max <= 0 {
 		return nil, invalid("pull from %s: max_messages must be positive", req.GetSubscription())
 	}
+	// A pull returns at most MaxPullMessages, as Google's does: a client
+	// may ask for more (max_messages is an int32), and the broker's
+	// client allocates room for as many as it is asked for.
+	max = min(max, MaxPullMessages)
 	resp := &pubsubpb.PullResponse{}
 	got, err := s.fetch(ctx, sub, max, 0)
 	if err != nil {
