@@ -92,6 +92,11 @@ func SlidingFn(size, period mtime.Duration) Fn {
 // SessionsFn returns session windows closed by an inactivity gap.
 func SessionsFn(gap mtime.Duration) Fn { return Fn{Kind: KindSessions, Gap: gap} }
 
+// MaxSlidingWindows bounds the sliding windows one element belongs to
+// (size divided by period): each is a window of state of its own, and an
+// hour every millisecond would put every element in 3.6 million.
+const MaxSlidingWindows = 10_000
+
 // Validate reports a window function whose parameters cannot work.
 func (f Fn) Validate() error {
 	switch f.Kind {
@@ -107,6 +112,9 @@ func (f Fn) Validate() error {
 		}
 		if f.Period > f.Size {
 			return fmt.Errorf("sliding window period %s is longer than its size %s: elements between windows would be lost", f.Period, f.Size)
+		}
+		if n := (f.Size + f.Period - 1) / f.Period; n > MaxSlidingWindows {
+			return fmt.Errorf("sliding windows of size %s every %s put each element in %d windows, more than the %d allowed (each window keeps state of its own): use a longer period, or fixed windows of the period and a sliding sum downstream", f.Size, f.Period, n, MaxSlidingWindows)
 		}
 	case KindSessions:
 		if f.Gap <= 0 {
