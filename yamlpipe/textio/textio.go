@@ -51,6 +51,7 @@ type split struct {
 	path string
 	f    *os.File
 	sc   *bufio.Scanner
+	ls   *lineSplitter
 	line int64
 	done bool
 }
@@ -64,8 +65,12 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 		}
 		s.f = f
 		s.sc = bufio.NewScanner(f)
-		s.sc.Buffer(make([]byte, 64<<10), 64<<20)
-		s.sc.Split(splitAt(s.src.Delim))
+		s.sc.Buffer(make([]byte, 64<<10), files.MaxLineBytes)
+		s.ls = &lineSplitter{split: splitAt(s.src.Delim), delim: []byte(s.src.Delim)}
+		if s.src.Delim == "" {
+			s.ls.delim = []byte{'\n'}
+		}
+		s.sc.Split(s.ls.next)
 	}
 	n := 0
 	for n < len(buf) && !s.done {
@@ -77,10 +82,18 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 			break
 		}
 		s.line++
+		pos := &contract.SourcePos{Source: s.path, Offset: s.line}
+		if s.ls.tooLong {
+			s.ls.tooLong = false
+			buf[n] = contract.Element{Value: contract.Reject{Element: s.sc.Text(), Reason: files.ReasonLineTooLong, Source: pos,
+				Message: fmt.Sprintf("a line longer than the %d bytes read as one element (the element holds its first KiB)", files.MaxLineBytes)},
+				Time: mtime.MinTimestamp, Window: window.Global, Pane: window.NoFiring, Source: pos}
+			n++
+			continue
+		}
 		r := row.New(s.src.Schema)
 		r.Values[0] = s.sc.Text()
-		buf[n] = contract.Element{Value: r, Time: mtime.MinTimestamp, Window: window.Global, Pane: window.NoFiring,
-			Source: &contract.SourcePos{Source: s.path, Offset: s.line}}
+		buf[n] = contract.Element{Value: r, Time: mtime.MinTimestamp, Window: window.Global, Pane: window.NoFiring, Source: pos}
 		n++
 	}
 	if n == 0 && ctx.Err() != nil {
@@ -101,6 +114,42 @@ func (s *split) Close() error {
 		return fmt.Errorf("closing %s: %w", s.path, err)
 	}
 	return nil
+}
+
+// lineSplitter splits lines with split, turning a line longer than the
+// scanner's buffer (files.MaxLineBytes) into a token of its first KiB
+// (tooLong set) and skipping the rest of it, where a bufio.Scanner would
+// stop with ErrTooLong.
+type lineSplitter struct {
+	split bufio.SplitFunc
+	// delim ends lines (the last byte of "\r\n" for the default).
+	delim []byte
+	// tooLong says the token last returned is the start of a line too long.
+	tooLong bool
+	// skipping says the rest of a line too long is being skipped.
+	skipping bool
+}
+
+func (l *lineSplitter) next(data []byte, atEOF bool) (int, []byte, error) {
+	if l.skipping {
+		if i := bytes.Index(data, l.delim); i >= 0 {
+			l.skipping = false
+			return i + len(l.delim), nil, nil
+		}
+		if atEOF {
+			l.skipping = false
+			return len(data), nil, nil
+		}
+		// Keep what could be the start of a delimiter the next read ends.
+		return max(len(data)-(len(l.delim)-1), 0), nil, nil
+	}
+	adv, tok, err := l.split(data, atEOF)
+	if adv == 0 && tok == nil && err == nil && !atEOF && len(data) >= files.MaxLineBytes {
+		// The buffer is full and holds no line end: a line too long.
+		l.tooLong, l.skipping = true, true
+		return len(data), data[:1<<10], nil
+	}
+	return adv, tok, err
 }
 
 // splitAt splits at delim; the default splits lines ending in \n or \r\n.
