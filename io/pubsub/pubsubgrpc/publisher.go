@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -37,8 +39,8 @@ func (s *Server) CreateTopic(ctx context.Context, t *pubsubpb.Topic) (*pubsubpb.
 	}
 	var cfg pubsub.TopicConfig
 	if d := t.GetMessageRetentionDuration(); d != nil {
-		if err := d.CheckValid(); err != nil || d.AsDuration() <= 0 {
-			return nil, invalid("topic %s: message_retention_duration %v: want a positive duration", t.GetName(), d)
+		if !validRetention(d) {
+			return nil, invalid("topic %s: message_retention_duration %v: want a positive duration of at most 2562047h (292 years)", t.GetName(), d)
 		}
 		cfg.Retention = d.AsDuration()
 	}
@@ -276,4 +278,11 @@ func printable(s string) bool {
 		}
 	}
 	return true
+}
+
+// validRetention says whether d is a topic's retention weir can keep: a
+// valid, positive duration that fits a time.Duration (a longer one would
+// be stored as 292 years without a word).
+func validRetention(d *durationpb.Duration) bool {
+	return d.CheckValid() == nil && d.AsDuration() > 0 && d.GetSeconds() < int64(math.MaxInt64/time.Second)
 }

@@ -62,8 +62,8 @@ func (s *Server) UpdateTopic(ctx context.Context, req *pubsubpb.UpdateTopicReque
 			if d == nil {
 				return nil, invalid("topic %s: update_mask names message_retention_duration but the topic gives none (weir keeps messages by age: give a positive duration)", t.GetName())
 			}
-			if err := d.CheckValid(); err != nil || d.AsDuration() <= 0 {
-				return nil, invalid("topic %s: message_retention_duration %v: want a positive duration", t.GetName(), d)
+			if !validRetention(d) {
+				return nil, invalid("topic %s: message_retention_duration %v: want a positive duration of at most 2562047h (292 years)", t.GetName(), d)
 			}
 			retention = d.AsDuration()
 		case "name":

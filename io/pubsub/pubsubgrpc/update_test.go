@@ -110,6 +110,14 @@ func TestUpdateCalls(t *testing.T) {
 			_, err := tc.UpdateTopic(ctx, &pubsubpb.UpdateTopicRequest{Topic: &pubsubpb.Topic{Name: topicPath("nope"), MessageRetentionDuration: durationpb.New(time.Hour)}, UpdateMask: mask("message_retention_duration")})
 			return err
 		}, codes.NotFound, "nope"},
+		{"topic retention of 3,000 years", func() error {
+			_, err := tc.UpdateTopic(ctx, &pubsubpb.UpdateTopicRequest{Topic: &pubsubpb.Topic{Name: topicPath("t"), MessageRetentionDuration: &durationpb.Duration{Seconds: 3000 * 365 * 86400}}, UpdateMask: mask("message_retention_duration")})
+			return err
+		}, codes.InvalidArgument, "at most 2562047h"},
+		{"topic created with a retention of 3,000 years", func() error {
+			_, err := tc.CreateTopic(ctx, &pubsubpb.Topic{Name: topicPath("forever"), MessageRetentionDuration: &durationpb.Duration{Seconds: 3000 * 365 * 86400}})
+			return err
+		}, codes.InvalidArgument, "at most 2562047h"},
 		{"ack deadline out of range", func() error {
 			_, err := sc.UpdateSubscription(ctx, &pubsubpb.UpdateSubscriptionRequest{Subscription: &pubsubpb.Subscription{Name: subPath("s"), AckDeadlineSeconds: 900}, UpdateMask: mask("ack_deadline_seconds")})
 			return err
