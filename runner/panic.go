@@ -49,16 +49,15 @@ func (e *PanicError) Error() string {
 }
 
 // recovered is the PanicError of the panic p, recovered in a goroutine of
-// r whose code was running step (its stepPlan.idx+1; 0 for none). Call it
-// from the deferred function that recovered p, so that the stack is the
-// panic's.
+// r whose code was running step (its stepPlan.idx+1; 0 for none), logged
+// to the run's logger. Call it from the deferred function that recovered
+// p, so that the stack is the panic's.
 func (r *run) recovered(p any, step int) *PanicError {
-	e := panicked(p)
+	var name string
 	if step > 0 && step <= len(r.steps) {
-		e.Step = r.steps[step-1].step.Name
+		name = r.steps[step-1].step.Name
 	}
-	r.opts.Logger.Error("a step panicked: the execution stops", "step", e.Step, "panic", fmt.Sprint(p), "where", e.Where, "stack", string(e.Stack))
-	return e
+	return newPanic(r.opts.Logger, name, p)
 }
 
 // guard runs fn, code of step (a sink's commit, close or release; a
@@ -68,22 +67,22 @@ func (r *run) recovered(p any, step int) *PanicError {
 func guard(log *slog.Logger, step string, fn func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			e := panicked(p)
-			e.Step = step
-			if log == nil {
-				log = slog.Default()
-			}
-			log.Error("a step panicked", "step", step, "panic", fmt.Sprint(p), "where", e.Where, "stack", string(e.Stack))
-			err = e
+			err = newPanic(log, step, p)
 		}
 	}()
 	return fn()
 }
 
-// panicked is the PanicError of the panic p, from the deferred function
-// that recovered it.
-func panicked(p any) *PanicError {
-	return &PanicError{Value: p, Stack: debug.Stack(), Where: panicFrame()}
+// newPanic is the PanicError of the panic p in step's code, logged with
+// its stack to log (nil: slog.Default()). Call it from the deferred
+// function that recovered p.
+func newPanic(log *slog.Logger, step string, p any) *PanicError {
+	e := &PanicError{Step: step, Value: p, Stack: debug.Stack(), Where: panicFrame()}
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Error("a step panicked: the execution stops", "step", step, "panic", fmt.Sprint(p), "where", e.Where, "stack", string(e.Stack))
+	return e
 }
 
 // panicFrame is the innermost function of the panicking goroutine outside

@@ -78,7 +78,7 @@ func (s *rekeyRestore) compute() {
 	r := nodes[0].w.r
 	route, nw, step := r.route, len(s.nodes), nodes[0].sp.step.Name
 	s.parts = make([]rekeyRestorePart, len(nodes))
-	s.err = inParallel(len(nodes), func(p int) error {
+	s.err = r.inParallel(nodes[0].sp.idx+1, len(nodes), func(p int) error {
 		n := nodes[p]
 		var kgs []int
 		for kg := p; kg < len(route); kg += len(nodes) {

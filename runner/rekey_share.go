@@ -99,7 +99,7 @@ func (s *rekeyShare) compute() {
 	nw := len(s.nodes)
 	route := rekeyers[0].w.r.route
 	s.parts = make([]rekeyPart, len(rekeyers))
-	s.err = inParallel(len(rekeyers), func(p int) error {
+	s.err = rekeyers[0].w.r.inParallel(rekeyers[0].sp.idx+1, len(rekeyers), func(p int) error {
 		n := rekeyers[p]
 		// Sized up front: the records are appended by the million.
 		var keys int
@@ -254,16 +254,17 @@ func arenaCopy(arena *[]byte, b []byte) []byte {
 	return (*arena)[start:len(*arena):len(*arena)]
 }
 
-// inParallel runs fn(0) to fn(n-1), each on a goroutine of its own, and
-// returns the first error by index.
-func inParallel(n int, fn func(p int) error) error {
+// inParallel runs fn(0) to fn(n-1), code of step (its stepPlan.idx+1),
+// each on a goroutine of its own, and returns the first error by index (a
+// panic as r.recovered's).
+func (r *run) inParallel(step, n int, fn func(p int) error) error {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for p := range n {
 		wg.Go(func() {
 			defer func() {
 				if v := recover(); v != nil {
-					errs[p] = panicked(v)
+					errs[p] = r.recovered(v, step)
 				}
 			}()
 			errs[p] = fn(p)
