@@ -311,12 +311,27 @@ func (x *Execution) Commit(ctx context.Context, cp *contract.Checkpoint) error {
 
 // CommitRestored commits the sink parts of the checkpoint an execution was
 // restored from, for the case where the process stopped after the
-// checkpoint became durable but before its sinks committed.
+// checkpoint became durable but before its sinks committed. A sink the
+// checkpoint holds no parts of is left alone (it may be new in prog).
 func CommitRestored(ctx context.Context, prog *contract.Program, cp *contract.Checkpoint) error {
+	return commitRestored(ctx, prog, cp, false)
+}
+
+// CommitFinal commits again the final checkpoint cp of an ended job whose
+// program is prog, as the execution's last Commit did: every transactional
+// sink of prog commits cp's epoch, with its parts or with none. A sink
+// whose rows all went out with earlier checkpoints still learns that the
+// run ended at cp (a partition run's staged sink publishes at its Close
+// only after it saw an epoch).
+func CommitFinal(ctx context.Context, prog *contract.Program, cp *contract.Checkpoint) error {
+	return commitRestored(ctx, prog, cp, true)
+}
+
+func commitRestored(ctx context.Context, prog *contract.Program, cp *contract.Checkpoint, every bool) error {
 	var errs []error
 	for name, code := range prog.Code {
 		if ts, ok := code.(contract.TransactionalSink); ok {
-			if parts, ok := cp.SinkParts[name]; ok {
+			if parts, ok := cp.SinkParts[name]; ok || every {
 				if err := guard(nil, name, func() error { return ts.Commit(ctx, cp.Epoch, parts) }); err != nil {
 					errs = append(errs, fmt.Errorf("committing sink %q for checkpoint %d: %w", name, cp.Epoch, err))
 				}

@@ -565,3 +565,35 @@ func TestPauseAdoptThenCrash(t *testing.T) {
 		})
 	}
 }
+
+// TestCommitRestoredAndFinal: CommitRestored commits only the sinks a
+// restored checkpoint holds parts of (a sink new in the program is left
+// alone); CommitFinal, for an ended job's final checkpoint, commits every
+// sink, so one whose rows all went out with earlier checkpoints still sees
+// the final epoch (a partition run's staged sink publishes only then).
+func TestCommitRestoredAndFinal(t *testing.T) {
+	rows, _ := json.Marshal([]kv{{Key: "NORTH", Value: 425}})
+	for _, tc := range []struct {
+		name        string
+		commit      func(context.Context, *contract.Program, *contract.Checkpoint) error
+		wantWithout uint64 // the epoch the sink without parts committed
+	}{
+		{"restored", runner.CommitRestored, 0},
+		{"final", runner.CommitFinal, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			with, without := newTxSink(), newTxSink()
+			prog := &contract.Program{Code: map[string]any{"With": with, "Without": without, "Other": "not a sink"}}
+			cp := &contract.Checkpoint{Epoch: 7, SinkParts: map[string][][]byte{"With": {rows}}}
+			if err := tc.commit(context.Background(), prog, cp); err != nil {
+				t.Fatal(err)
+			}
+			if with.epoch != 7 || with.committed["NORTH"] != 425 {
+				t.Errorf("the sink with parts committed epoch %d, totals %v; want 7 and NORTH 425", with.epoch, with.committed)
+			}
+			if without.epoch != tc.wantWithout {
+				t.Errorf("the sink without parts committed epoch %d, want %d", without.epoch, tc.wantWithout)
+			}
+		})
+	}
+}

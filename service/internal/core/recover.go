@@ -125,7 +125,9 @@ func (s *Core) recoverJob(ctx context.Context, j *record.Job) error {
 	if !j.Active() {
 		_, cp, err := s.Store.Restore(j.StateKey(), j.ID)
 		if err == nil && cp != nil {
-			err = runner.CommitRestored(ctx, p.Program(), cp)
+			// Every sink commits the final epoch, also one with no rows
+			// in it, as the execution's last commit did.
+			err = runner.CommitFinal(ctx, p.Program(), cp)
 		}
 		if err == nil {
 			// Close the committed sinks: a partition run's staged sink
