@@ -60,6 +60,7 @@ type (
 	UpdateResponse                    = client.UpdateResponse
 	HistoryResponse                   = client.HistoryResponse
 	OptionsRequest                    = client.OptionsRequest
+	OptionsResponse                   = client.OptionsResponse
 	EventList                         = client.EventList
 	RollbackRequest                   = client.RollbackRequest
 	RollbackResponse                  = client.RollbackResponse

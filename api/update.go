@@ -23,7 +23,7 @@ func (s *Server) updateOptions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wireSummary(j.Summary()))
+	writeJSON(w, http.StatusOK, OptionsResponse{Summary: wireSummary(j.Summary()), Options: wireJobOptions(j.Options)})
 }
 
 func (s *Server) update(w http.ResponseWriter, r *http.Request) {

@@ -144,6 +144,14 @@ type OptionsRequest struct {
 	Options JobOptions `json:"options"`
 }
 
+// OptionsResponse is the answer to POST /v1/jobs/{ref}/options: the job
+// and its options once the change is made (a new autoscaling range moves
+// a worker count outside it to its nearest bound, a rescale).
+type OptionsResponse struct {
+	Summary
+	Options JobOptions `json:"options"`
+}
+
 // RollbackRequest is the body of POST /v1/jobs/{name}:rollback (optional:
 // an empty body goes back to the generation the running job replaced).
 type RollbackRequest struct {
@@ -255,8 +263,8 @@ func (c *Client) action(ctx context.Context, ref, action string) (*Summary, erro
 
 // UpdateOptions changes a running job's options; a new worker count
 // rescales it in flight (same job ID).
-func (c *Client) UpdateOptions(ctx context.Context, ref string, opts JobOptions) (*Summary, error) {
-	var out Summary
+func (c *Client) UpdateOptions(ctx context.Context, ref string, opts JobOptions) (*OptionsResponse, error) {
+	var out OptionsResponse
 	if err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(ref)+"/options", OptionsRequest{Options: opts}, &out); err != nil {
 		return nil, err
 	}

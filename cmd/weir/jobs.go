@@ -392,6 +392,9 @@ func formatOptions(o client.JobOptions) string {
 	if o.WorkerUtilizationHint > 0 {
 		parts = append(parts, fmt.Sprintf("worker_utilization_hint=%g", o.WorkerUtilizationHint))
 	}
+	if o.AutoscalingAlgorithm != "" {
+		parts = append(parts, "autoscaling_algorithm="+o.AutoscalingAlgorithm)
+	}
 	return strings.Join(parts, " ")
 }
 
@@ -472,7 +475,7 @@ func dash(s string) string {
 
 func newJobsUpdateOptionsCommand(e *env) *cobra.Command {
 	var opts client.JobOptions
-	return showCommand(e, showSpec[*client.Summary]{
+	return showCommand(e, showSpec[*client.OptionsResponse]{
 		use:   "update-options ID|NAME --num-workers N",
 		short: "Change a running job's options in flight; a new --num-workers rescales it (same job, no restart)",
 		args:  exactArgs("ID|NAME"),
@@ -484,11 +487,11 @@ func newJobsUpdateOptionsCommand(e *env) *cobra.Command {
 			}
 			return usageErrorf("give the new --num-workers, or the autoscaling range and target (--min-num-workers, --max-num-workers, --worker-utilization-hint, --autoscaling-algorithm)")
 		},
-		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.Summary, error) {
+		fetch: func(ctx context.Context, c *client.Client, args []string) (*client.OptionsResponse, error) {
 			return c.UpdateOptions(ctx, args[0], opts)
 		},
-		text: func(w io.Writer, sum *client.Summary) error {
-			_, err := fmt.Fprintf(w, "%s\t%s\t%s\tnum_workers=%d\n", sum.ID, sum.Name, sum.State.Title(), opts.NumWorkers)
+		text: func(w io.Writer, r *client.OptionsResponse) error {
+			_, err := fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.ID, r.Name, r.State.Title(), formatOptions(r.Options))
 			return err
 		},
 		flags: func(fl *pflag.FlagSet) {

@@ -152,6 +152,15 @@ func TestCLIUpdate(t *testing.T) {
 	if opts, _ := p.describe("totals")["options"].(map[string]any); opts["max_num_workers"] != float64(8) || opts["worker_utilization_hint"] != 0.7 {
 		t.Errorf("options after update-options: %v, want max_num_workers 8 and worker_utilization_hint 0.7", opts)
 	}
+	if opts, _ := rescaled["options"].(map[string]any); opts["num_workers"] != float64(2) || opts["max_num_workers"] != float64(8) {
+		t.Errorf("update-options answered options %v, want num_workers 2 and max_num_workers 8", rescaled["options"])
+	}
+	// A new minimum over the count moves the count to it (a rescale), and
+	// the command prints the options the job has now.
+	r = p.cli(dir, "jobs", "update-options", "totals", "--min-num-workers", "3")
+	if want := "num_workers=3 min_num_workers=3 max_num_workers=8 worker_utilization_hint=0.7"; r.code != ExitOK || !strings.Contains(r.stdout, want) {
+		t.Errorf("update-options --min-num-workers 3: exit %d, output %q, want %q\n%s", r.code, r.stdout, want, r.stderr)
+	}
 	if m := p.describe("totals"); m["id"] != upd.ID || m["state"] != "RUNNING" {
 		t.Fatalf("after rescale: %v %v", m["id"], m["state"])
 	}

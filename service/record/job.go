@@ -62,10 +62,12 @@ const (
 // MaxNumWorkers is the largest accepted NumWorkers.
 const MaxNumWorkers = 1024
 
-// EnsureDefaults fills unset options with their defaults.
+// EnsureDefaults fills unset options with their defaults: a job given an
+// autoscaling minimum and no worker count starts at that minimum, as
+// Dataflow's does; otherwise at 1.
 func (o *JobOptions) EnsureDefaults() {
 	if o.NumWorkers == 0 {
-		o.NumWorkers = 1
+		o.NumWorkers = max(1, o.MinNumWorkers)
 	}
 }
 
@@ -126,11 +128,14 @@ func (o JobOptions) Validate() error {
 	if err := o.validateRanges(); err != nil {
 		return err
 	}
-	if o.MinNumWorkers > 0 && o.NumWorkers < o.MinNumWorkers || o.MaxNumWorkers > 0 && o.NumWorkers > o.MaxNumWorkers {
-		return errcode.Errorf(errcode.InvalidOptions, "options.num_workers %d is outside [min_num_workers %d, max_num_workers %d]", o.NumWorkers, o.MinNumWorkers, o.MaxNumWorkers)
-	}
 	if o.MinNumWorkers > 0 && o.MaxNumWorkers > 0 && o.MinNumWorkers > o.MaxNumWorkers {
 		return errcode.Errorf(errcode.InvalidOptions, "options.min_num_workers %d is larger than max_num_workers %d", o.MinNumWorkers, o.MaxNumWorkers)
+	}
+	if o.MinNumWorkers > 0 && o.NumWorkers < o.MinNumWorkers {
+		return errcode.Errorf(errcode.InvalidOptions, "options.num_workers %d is less than min_num_workers %d", o.NumWorkers, o.MinNumWorkers)
+	}
+	if o.MaxNumWorkers > 0 && o.NumWorkers > o.MaxNumWorkers {
+		return errcode.Errorf(errcode.InvalidOptions, "options.num_workers %d is more than max_num_workers %d", o.NumWorkers, o.MaxNumWorkers)
 	}
 	return nil
 }
