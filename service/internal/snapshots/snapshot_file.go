@@ -269,6 +269,21 @@ func (c *countingReader) full(b []byte) error {
 	return nil
 }
 
+// upTo reads the n bytes a frame states into a buffer that grows with
+// the bytes that arrive, not to n at once: a short file claiming a large
+// frame costs what it holds. A file that ends first is io.ErrUnexpectedEOF.
+func (c *countingReader) upTo(n uint32) ([]byte, error) {
+	var b bytes.Buffer
+	b.Grow(int(min(n, 1<<20)))
+	m, err := io.CopyN(&b, c.r, int64(n))
+	c.sha.Write(b.Bytes())
+	c.n += m
+	if m < int64(n) && (err == nil || errors.Is(err, io.EOF)) {
+		err = io.ErrUnexpectedEOF
+	}
+	return b.Bytes(), err
+}
+
 // readSnapshotFile reads and verifies a snapshot file, calling manifest
 // with the manifest (first) and put with every entry (key relative to the
 // snapshot's key space). A damaged, truncated or foreign file is
@@ -303,8 +318,8 @@ func readSnapshotFile(r io.Reader, manifest func(*snapshotManifest) error, put f
 		if size > maxFrameBytes {
 			return info, corruptf("frame %d at byte %d claims %d bytes, over the format's limit: the file is damaged", frame, at, size)
 		}
-		payload := make([]byte, size)
-		if err := cr.full(payload); err != nil {
+		payload, err := cr.upTo(size)
+		if err != nil {
 			return info, corruptf("frame %d at byte %d is cut short (%d of %d bytes): the file is truncated", frame, at, cr.n-at-5, size)
 		}
 		if err := cr.full(crcb[:]); err != nil {
