@@ -1,6 +1,7 @@
 package combine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"reflect"
@@ -211,5 +212,21 @@ func TestMergeRekeyed(t *testing.T) {
 	}
 	if v := slotValue(&ops[4], &got.slots[4]); v != int64(3) {
 		t.Errorf("latest_sum of an empty and 3 = %v, want 3", v)
+	}
+}
+
+// TestDecodeRefusesCountsPastTheBytes: a stored key or accumulator (from
+// the store, or an imported snapshot file) whose count of values is more
+// than its bytes could hold is refused as corrupt, before anything of
+// that count is allocated.
+func TestDecodeRefusesCountsPastTheBytes(t *testing.T) {
+	a := &Aggregator{Group: []int{0}, Ops: []Op{{Fn: FnGroup}}}
+	huge := binary.AppendUvarint(nil, 1<<40)
+	huge = append(huge, 0, 0, 0) // three bytes of values, not 2^40
+	if _, err := a.DecodeKey(huge); err == nil {
+		t.Error("DecodeKey accepted a key claiming 2^40 values in 3 bytes")
+	}
+	if _, err := a.DecodeState("", huge); err == nil {
+		t.Error("DecodeState accepted an accumulator claiming 2^40 group values in 3 bytes")
 	}
 }

@@ -39,7 +39,9 @@ func (a *Aggregator) EncodeKey(key any) ([]byte, error) {
 func (a *Aggregator) DecodeKey(b []byte) (any, error) {
 	b = contract.StripRekeyMark(b)
 	n, k := binary.Uvarint(b)
-	if k <= 0 {
+	if k <= 0 || n > uint64(len(b)-k) {
+		// Every value takes a byte at least: a larger count is damage,
+		// not a slice to allocate.
 		return nil, fmt.Errorf("corrupt combine key")
 	}
 	b = b[k:]
@@ -216,8 +218,8 @@ var errCorruptAccumulator = errors.New("corrupt combine accumulator")
 func (a *Aggregator) DecodeState(_ string, b []byte) (any, error) {
 	bad := errCorruptAccumulator
 	n, k := binary.Uvarint(b)
-	if k <= 0 {
-		return nil, bad
+	if k <= 0 || n > uint64(len(b)-k) {
+		return nil, bad // every key value takes a byte at least
 	}
 	b = b[k:]
 	var group []any
