@@ -164,3 +164,56 @@ func TestJSONLineTooLong(t *testing.T) {
 		}
 	}
 }
+
+// TestCSVRecordTooLong: a CSV record longer than MaxLineBytes (give or
+// take the 4 KiB encoding/csv reads ahead) — a quote
+// left open, a file without line ends — is a line_too_long reject holding
+// at most its first KiB (what encoding/csv gives of it: an open quoted
+// field, nothing), at the line it reached; reading goes on at the next line
+// (its records keep their line numbers), and typing the columns stops
+// before it. encoding/csv alone would hold the rest of the file.
+func TestCSVRecordTooLong(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open.csv")
+	body := "a,b\n1,first\n" + `2,"` + strings.Repeat("x", MaxLineBytes+8<<10) + "\n3,last\n"
+	if err := os.WriteFile(open, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	noEnd := filepath.Join(dir, "noend.csv")
+	if err := os.WriteFile(noEnd, []byte("a,b\n1,first\n2,"+strings.Repeat("y", MaxLineBytes+8<<10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := row.NewSchema(row.Field{Name: "a", Type: row.Of(row.KindInt)}, row.Field{Name: "b", Type: row.Of(row.KindString)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path       string
+		want       int   // elements
+		rejectLine int64 // the reject's line
+	}{
+		{open, 3, 3},
+		{noEnd, 2, 3},
+	} {
+		got := readAll(t, NewSource(SourceConfig{Step: "R", Path: tc.path, Format: CSV, Schema: s, TimestampField: -1}))
+		if len(got) != tc.want {
+			t.Fatalf("%s: read %d elements, want %d", tc.path, len(got), tc.want)
+		}
+		rj, ok := got[1].Value.(contract.Reject)
+		if !ok || rj.Reason != ReasonLineTooLong || len(rj.Element.(string)) > 1<<10 || !strings.HasPrefix(rj.Element.(string), "2") || rj.Source.Offset != tc.rejectLine {
+			t.Fatalf("%s: the long record read as %T %+v", tc.path, got[1].Value, rj)
+		}
+		if r, ok := got[0].Value.(*row.Row); !ok || r.Values[1] != "first" || got[0].Source.Offset != 2 {
+			t.Errorf("%s: element 0: %v at line %d, want first at line 2", tc.path, got[0].Value, got[0].Source.Offset)
+		}
+		if tc.want == 3 {
+			if r, ok := got[2].Value.(*row.Row); !ok || r.Values[1] != "last" || got[2].Source.Offset != 4 {
+				t.Errorf("%s: element 2: %v at line %d, want last at line 4", tc.path, got[2].Value, got[2].Source.Offset)
+			}
+		}
+		header, kinds, err := CSVInfer(tc.path, CSVOptions{})
+		if err != nil || len(header) != 2 || kinds[0] != row.KindInt {
+			t.Errorf("%s: inferred %v %v, %v; want a int", tc.path, header, kinds, err)
+		}
+	}
+}

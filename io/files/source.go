@@ -50,13 +50,15 @@ const (
 	// is plainly seconds since the epoch, not milliseconds
 	// (row.ErrTimestampInSeconds).
 	ReasonTimestampInSeconds = "timestamp_in_seconds"
-	// ReasonLineTooLong: a JSON line is longer than MaxLineBytes; the
-	// reject holds its first KiB, and reading goes on at the next line.
+	// ReasonLineTooLong: a JSON line or a CSV record is longer than
+	// MaxLineBytes; the reject holds its first KiB, and reading goes on at
+	// the next line.
 	ReasonLineTooLong = "line_too_long"
 )
 
-// MaxLineBytes bounds a JSON line read as one element: a file without
-// line ends would otherwise be held in memory whole.
+// MaxLineBytes bounds a JSON line or a CSV record read as one element: a
+// file without line ends (or a CSV quote left open) would otherwise be held
+// in memory whole.
 const MaxLineBytes = 64 << 20
 
 // Format is a file format.
@@ -195,8 +197,12 @@ type split struct {
 	f    *os.File
 	br   *bufio.Reader
 	cr   *csv.Reader
-	avro *avroReader
-	pq   *parquetReader
+	// limit stands between br and cr (a CSV file): it bounds a record.
+	limit *csvLimit
+	// csvLine0 is the file's line before cr's first (cr counts from 1).
+	csvLine0 int64
+	avro     *avroReader
+	pq       *parquetReader
 	// cols maps a CSV column to its schema field (-1: ignored).
 	cols []int
 	// nameCol is the field that gets the file's path (-1: none), set by
@@ -228,9 +234,8 @@ func (s *split) open() error {
 		return s.openParquet()
 	}
 	if s.cfg.Format == CSV {
-		s.cr = s.cfg.CSV.reader(s.br)
-		s.cr.FieldsPerRecord = -1
-		s.cr.ReuseRecord = true
+		s.limit = &csvLimit{r: s.br}
+		s.newCSVReader()
 		header, err := s.cr.Read()
 		if err == io.EOF {
 			s.done = true
@@ -437,14 +442,18 @@ func (s *split) readJSON(dst *contract.Element) (bool, error) {
 }
 
 func (s *split) readCSV(dst *contract.Element) (bool, error) {
+	s.limit.start()
 	rec, err := s.cr.Read()
 	if err == io.EOF {
 		s.done = true
 		return false, nil
 	}
+	if errors.Is(err, errCSVRecordTooLong) {
+		return true, s.csvTooLong(dst, rec)
+	}
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
-		s.line = int64(pe.Line)
+		s.line = s.csvLine0 + int64(pe.Line)
 		s.reject(dst, "", ReasonMalformedCSV, pe.Error())
 		return true, nil
 	}
@@ -453,7 +462,7 @@ func (s *split) readCSV(dst *contract.Element) (bool, error) {
 	}
 	if len(rec) > 0 {
 		line, _ := s.cr.FieldPos(0)
-		s.line = int64(line)
+		s.line = s.csvLine0 + int64(line)
 	}
 	sep := ","
 	if s.cfg.CSV.Delimiter != 0 {
@@ -514,7 +523,8 @@ func CSVInfer(path string, o CSVOptions) (header []string, kinds []row.Kind, err
 		return nil, nil, fmt.Errorf("reading the CSV header: %w", err)
 	}
 	defer f.Close()
-	cr := o.reader(bufio.NewReaderSize(f, 64<<10))
+	limit := &csvLimit{r: bufio.NewReaderSize(f, 64<<10)}
+	cr := o.reader(limit)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
 	h, err := cr.Read()
@@ -532,9 +542,10 @@ func CSVInfer(path string, o CSVOptions) (header []string, kinds []row.Kind, err
 	type seen struct{ ints, floats, bools, empty, other, values int }
 	cols := make([]seen, len(header))
 	for n := 0; n < CSVInferRows; n++ {
+		limit.start()
 		rec, err := cr.Read()
-		if err == io.EOF {
-			break
+		if err == io.EOF || errors.Is(err, errCSVRecordTooLong) {
+			break // the columns are typed by the records before it
 		}
 		if err != nil {
 			var pe *csv.ParseError
