@@ -9,7 +9,9 @@ import (
 
 	"github.com/weir-dev/weir"
 	"github.com/weir-dev/weir/runner"
+	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/runner/contract"
+	"github.com/weir-dev/weir/window"
 )
 
 // panickySum is a sum whose AddInput panics on one input.
@@ -118,5 +120,58 @@ func TestPanicInCommit(t *testing.T) {
 	var pe *runner.PanicError
 	if !errors.As(err, &pe) || pe.Step != "Out" || !strings.Contains(err.Error(), "commit broke") {
 		t.Fatalf("commit: %v, want a PanicError of step Out", err)
+	}
+}
+
+// oneThenIdle is an unbounded source with one element, then none (the
+// run goes on until cancelled).
+type oneThenIdle struct{}
+
+func (oneThenIdle) Split(context.Context, int) ([]contract.SourceSplit, error) {
+	return []contract.SourceSplit{&oneThenIdleSplit{}}, nil
+}
+
+type oneThenIdleSplit struct{ sent bool }
+
+func (s *oneThenIdleSplit) Read(_ context.Context, buf []contract.Element) (contract.ReadResult, error) {
+	if s.sent {
+		return contract.ReadResult{}, nil
+	}
+	s.sent = true
+	buf[0] = contract.Element{Value: kv{Key: "a", Value: 1}, Window: window.Global}
+	return contract.ReadResult{N: 1}, nil
+}
+
+func (s *oneThenIdleSplit) Close() error { return nil }
+
+// TestPanicInProcessingTimer: a processing-time timer's code, which the
+// worker runs when the wall clock passes the timer (not as part of an
+// element's processing), panics: the execution fails with a PanicError
+// naming the timer's step.
+func TestPanicInProcessingTimer(t *testing.T) {
+	p := weir.NewPipeline()
+	s := p.Root()
+	in := weir.Read[kv](s, "In", oneThenIdle{}, false)
+	tick := weir.ProcessingTimer("tick")
+	out := weir.StatefulParDo(s, "Tick", in, weir.StatefulFn[string, int64, int64]{
+		Timers: []weir.TimerSpec{tick},
+		Process: func(c *weir.StateContext[string, int64], v int64) error {
+			tick.Set(c, c.Now().Add(5*mtime.Millisecond))
+			return nil
+		},
+		OnTimer: func(*weir.StateContext[string, int64], contract.Timer) error {
+			panic("the timer broke")
+		},
+	})
+	weir.Collect(s, "Out", out)
+	x, err := runner.Start(context.Background(), p.Program(), runner.Options{NumWorkers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Cancel()
+	_, err = x.Wait()
+	var pe *runner.PanicError
+	if !errors.As(err, &pe) || pe.Step != "Tick" {
+		t.Fatalf("run: %v, want a PanicError of step Tick", err)
 	}
 }

@@ -88,7 +88,9 @@ type worker struct {
 	nodes     []node
 	sources   []*sourceNode
 	receivers []receiver
-	inbox     inbox
+	// receiverSteps holds the step index of each of receivers.
+	receiverSteps []int
+	inbox         inbox
 	// inflight counts bundles this worker sent to others that were not yet processed.
 	inflight atomic.Int64
 	// exited is set when the worker's loop returned; messages to it are dropped.
@@ -468,10 +470,17 @@ func (w *worker) nextDeadline() mtime.Time {
 	return best
 }
 
+// fireProcessingTimers fires the processing-time timers due by now,
+// recording each receiver's step as the one the worker runs (at) while it
+// does: a panic in a timer's code names its step.
 func (w *worker) fireProcessingTimers(now mtime.Time) error {
-	for _, rc := range w.receivers {
+	for i, rc := range w.receivers {
 		if d := rc.nextDeadline(); d != 0 && d <= now {
-			if err := rc.onProcessingTime(now); err != nil {
+			prev := w.at
+			w.at = w.receiverSteps[i] + 1
+			err := rc.onProcessingTime(now)
+			w.at = prev
+			if err != nil {
 				return err
 			}
 		}
