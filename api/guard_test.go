@@ -308,3 +308,47 @@ func TestGuardForwardedClients(t *testing.T) {
 		t.Fatalf("the connection's own request after two counted against it: %d, want 429", r.status)
 	}
 }
+
+// TestGuardLargeBodyPrefix: requests under LargeBodyPrefix (Pub/Sub's
+// REST surface, whose publish carries up to 10 MB of data) may carry
+// bodies up to LargeBodyBytes, with or without a stated length; every
+// other request keeps MaxRequestBytes.
+func TestGuardLargeBodyPrefix(t *testing.T) {
+	g, err := NewGuard(GuardConfig{LargeBodyPrefix: "/v1/projects/", LargeBodyBytes: 16 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]int64{"read": n})
+	})))
+	defer ts.Close()
+	for _, tc := range []struct {
+		name    string
+		path    string
+		size    int
+		chunked bool // no Content-Length: the limit applies as the body is read
+		want    int
+	}{
+		{"publish of 12 MiB", "/v1/projects/p/topics/t:publish", 12 << 20, false, 200},
+		{"publish of 12 MiB, chunked", "/v1/projects/p/topics/t:publish", 12 << 20, true, 200},
+		{"publish over the large limit", "/v1/projects/p/topics/t:publish", 17 << 20, false, 413},
+		{"publish over the large limit, chunked", "/v1/projects/p/topics/t:publish", 17 << 20, true, 413},
+		{"another request of 12 MiB", "/v1/jobs", 12 << 20, false, 413},
+		{"another request of 12 MiB, chunked", "/v1/jobs", 12 << 20, true, 413},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader = strings.NewReader(strings.Repeat("x", tc.size))
+			if tc.chunked {
+				body = io.MultiReader(body) // hides the length
+			}
+			if r := send(t, "POST", ts.URL+tc.path, body, "Content-Type", "application/json"); r.status != tc.want {
+				t.Errorf("status %d (%.200s), want %d", r.status, r.body, tc.want)
+			}
+		})
+	}
+}

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/weir-dev/weir"
-	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/mtime"
+	"github.com/weir-dev/weir/runner"
 	"github.com/weir-dev/weir/runner/contract"
 	"github.com/weir-dev/weir/window"
 )

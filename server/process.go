@@ -388,7 +388,10 @@ func (p *Process) newGuard() (*api.Guard, error) {
 	host, _, _ := net.SplitHostPort(p.cfg.Listen)
 	g, err := api.NewGuard(api.GuardConfig{TokenFile: tokenFile, Exempt: p.cfg.AuthExempt, ListenHost: host,
 		AllowedHosts: p.cfg.AllowedHosts, RequestsPerSecond: p.cfg.RequestsPerSecond, RequestBurst: p.cfg.RequestBurst,
-		BodyReadTimeout: p.cfg.BodyReadTimeout, Logger: p.log})
+		BodyReadTimeout: p.cfg.BodyReadTimeout, Logger: p.log,
+		// A Pub/Sub publish of 10 MB, as Google's takes, is larger than
+		// the API's other requests; pubsubrest bounds it.
+		LargeBodyPrefix: pubsubrest.Prefix, LargeBodyBytes: pubsubrest.MaxBodyBytes})
 	if err != nil {
 		return nil, fmt.Errorf("--auth-token-file: %w", err)
 	}

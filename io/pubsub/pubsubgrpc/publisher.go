@@ -186,6 +186,12 @@ func (s *Server) Publish(ctx context.Context, req *pubsubpb.PublishRequest) (*pu
 	if len(req.GetMessages()) == 0 {
 		return nil, invalid("publish to %s: no messages", req.GetTopic())
 	}
+	if n := len(req.GetMessages()); n > MaxPublishMessages {
+		return nil, invalid("publish to %s: %d messages in one request, more than the %d Pub/Sub allows: publish them in several", req.GetTopic(), n, MaxPublishMessages)
+	}
+	if n := publishBytes(req.GetMessages()); n > MaxPublishBytes {
+		return nil, invalid("publish to %s: the request's messages hold %d bytes, more than the %d Pub/Sub allows in one request: publish them in several", req.GetTopic(), n, MaxPublishBytes)
+	}
 	subject, err := pubsub.TopicSubject(id)
 	if err != nil {
 		return nil, invalid("%v", err)
@@ -234,6 +240,9 @@ func natsMsg(subject string, m *pubsubpb.PubsubMessage) (*nats.Msg, error) {
 	if len(m.GetData()) > maxMessageBytes {
 		return nil, fmt.Errorf("data of %d bytes: the broker takes at most %d", len(m.GetData()), maxMessageBytes)
 	}
+	if n := len(m.GetAttributes()); n > MaxAttributes {
+		return nil, fmt.Errorf("%d attributes, more than the %d Pub/Sub allows", n, MaxAttributes)
+	}
 	msg := nats.NewMsg(subject)
 	msg.Data = m.GetData()
 	for k, v := range m.GetAttributes() {
@@ -249,6 +258,18 @@ func natsMsg(subject string, m *pubsubpb.PubsubMessage) (*nats.Msg, error) {
 		msg.Header[OrderingKeyAttribute] = []string{k}
 	}
 	return msg, nil
+}
+
+// publishBytes is the bytes of msgs' data, attributes and ordering keys.
+func publishBytes(msgs []*pubsubpb.PubsubMessage) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.GetData()) + len(m.GetOrderingKey())
+		for k, v := range m.GetAttributes() {
+			n += len(k) + len(v)
+		}
+	}
+	return n
 }
 
 func checkAttribute(k, v string) error {

@@ -46,6 +46,14 @@ const (
 	// limit, 10 MB; the embedded broker takes it with its attributes, an
 	// external NATS server as far as its max_payload allows).
 	maxMessageBytes = 10 << 20
+	// MaxPublishMessages is the most messages one Publish takes, and
+	// MaxPublishBytes the most bytes of data, attributes and ordering keys
+	// in all (Pub/Sub's limits: Google's clients send batches within them).
+	MaxPublishMessages = 1000
+	MaxPublishBytes    = 10 << 20
+	// MaxAttributes is the most attributes a message may have (Pub/Sub's
+	// limit).
+	MaxAttributes = 100
 	// fetchMaxBytes bounds what one pull request to the broker brings
 	// (and so one response to a client: Google's clients take at most
 	// 20 MiB): more than one largest message, which must fit.

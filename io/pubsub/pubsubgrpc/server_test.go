@@ -470,6 +470,27 @@ func TestAdminCallsAndStatusCodes(t *testing.T) {
 			_, err := tc.Publish(ctx, &pubsubpb.PublishRequest{Topic: topicPath("a"), Messages: []*pubsubpb.PubsubMessage{{Data: []byte("x"), Attributes: map[string]string{"googfoo": "1"}}}})
 			return err
 		}, codes.InvalidArgument, "reserved"},
+		{"more messages than Pub/Sub takes in one request", func() error {
+			msgs := make([]*pubsubpb.PubsubMessage, pubsubgrpc.MaxPublishMessages+1)
+			for i := range msgs {
+				msgs[i] = &pubsubpb.PubsubMessage{Data: []byte("x")}
+			}
+			_, err := tc.Publish(ctx, &pubsubpb.PublishRequest{Topic: topicPath("a"), Messages: msgs})
+			return err
+		}, codes.InvalidArgument, "1001 messages in one request, more than the 1000"},
+		{"more bytes than Pub/Sub takes in one request", func() error {
+			big := make([]byte, 6<<20)
+			_, err := tc.Publish(ctx, &pubsubpb.PublishRequest{Topic: topicPath("a"), Messages: []*pubsubpb.PubsubMessage{{Data: big}, {Data: big}}})
+			return err
+		}, codes.InvalidArgument, "more than the 10485760"},
+		{"more attributes than Pub/Sub allows", func() error {
+			attrs := map[string]string{}
+			for i := range pubsubgrpc.MaxAttributes + 1 {
+				attrs[fmt.Sprint("k", i)] = "v"
+			}
+			_, err := tc.Publish(ctx, &pubsubpb.PublishRequest{Topic: topicPath("a"), Messages: []*pubsubpb.PubsubMessage{{Data: []byte("x"), Attributes: attrs}}})
+			return err
+		}, codes.InvalidArgument, "101 attributes, more than the 100"},
 		{"subscription exists", func() error {
 			_, err := sc.CreateSubscription(ctx, &pubsubpb.Subscription{Name: subPath("a-1"), Topic: topicPath("b")})
 			return err
