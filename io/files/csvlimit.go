@@ -28,6 +28,9 @@ type csvLimit struct {
 	n int64
 	// lines is the line ends passed in all.
 	lines int64
+	// total is the bytes taken from r in all (passed or skipped): the file
+	// offset r is at.
+	total int64
 }
 
 // start begins a record: the next MaxLineBytes bytes may pass.
@@ -41,6 +44,7 @@ func (l *csvLimit) Read(p []byte) (int, error) {
 	p = p[:min(int64(len(p)), MaxLineBytes-l.n)]
 	n, err := l.r.Read(p)
 	l.n += int64(n)
+	l.total += int64(n)
 	l.lines += int64(bytes.Count(p[:n], []byte{'\n'}))
 	return n, err
 }
@@ -52,6 +56,7 @@ func (l *csvLimit) skipLine() (int64, error) {
 	for {
 		b, err := l.r.ReadSlice('\n')
 		n += int64(len(b))
+		l.total += int64(len(b))
 		switch {
 		case err == nil:
 			l.lines++
@@ -71,9 +76,20 @@ func (s *split) newCSVReader() {
 	s.cr = s.cfg.CSV.reader(s.limit)
 	s.cr.FieldsPerRecord = -1
 	s.cr.ReuseRecord = true
-	// The new reader counts lines from 1 again: from the line after
-	// those passed so far (every byte passed belonged to records read).
+	// The new reader counts lines and bytes from the start again: from
+	// the line after those passed so far (every byte passed belonged to
+	// records read) and the byte the file is at.
 	s.csvLine0 = s.limit.lines
+	s.csvBase = s.limit.total
+}
+
+// csvText returns up to a KiB of the file's bytes from offset from to
+// offset to of the current reader's input (a record that did not parse,
+// read again from the file): what a reject shows of it.
+func (s *split) csvText(from, to int64) string {
+	b := make([]byte, min(to-from, 1<<10))
+	n, _ := s.f.ReadAt(b, s.csvBase+from)
+	return strings.TrimRight(string(b[:n]), "\r\n")
 }
 
 // csvTooLong makes the record the reader gave up on (rec: the fields it

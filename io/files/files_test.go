@@ -175,7 +175,7 @@ func TestJSONLineTooLong(t *testing.T) {
 func TestCSVRecordTooLong(t *testing.T) {
 	dir := t.TempDir()
 	open := filepath.Join(dir, "open.csv")
-	body := "a,b\n1,first\n" + `2,"` + strings.Repeat("x", MaxLineBytes+8<<10) + "\n3,last\n"
+	body := "a,b\n1,first\n" + `2,"` + strings.Repeat("x", MaxLineBytes+8<<10) + "\n3,last\n" + `4,a"b` + "\n"
 	if err := os.WriteFile(open, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestCSVRecordTooLong(t *testing.T) {
 		want       int   // elements
 		rejectLine int64 // the reject's line
 	}{
-		{open, 3, 3},
+		{open, 4, 3},
 		{noEnd, 2, 3},
 	} {
 		got := readAll(t, NewSource(SourceConfig{Step: "R", Path: tc.path, Format: CSV, Schema: s, TimestampField: -1}))
@@ -206,9 +206,14 @@ func TestCSVRecordTooLong(t *testing.T) {
 		if r, ok := got[0].Value.(*row.Row); !ok || r.Values[1] != "first" || got[0].Source.Offset != 2 {
 			t.Errorf("%s: element 0: %v at line %d, want first at line 2", tc.path, got[0].Value, got[0].Source.Offset)
 		}
-		if tc.want == 3 {
+		if tc.want == 4 {
 			if r, ok := got[2].Value.(*row.Row); !ok || r.Values[1] != "last" || got[2].Source.Offset != 4 {
 				t.Errorf("%s: element 2: %v at line %d, want last at line 4", tc.path, got[2].Value, got[2].Source.Offset)
+			}
+			// A record that does not parse, after the reader started
+			// again: its reject holds its text, read back from the file.
+			if rj, ok := got[3].Value.(contract.Reject); !ok || rj.Reason != ReasonMalformedCSV || rj.Element != `4,a"b` || rj.Source.Offset != 5 {
+				t.Errorf("%s: element 3: %+v, want a malformed_csv reject of 4,a\"b at line 5", tc.path, got[3].Value)
 			}
 		}
 		header, kinds, err := CSVInfer(tc.path, CSVOptions{})

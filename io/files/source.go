@@ -199,10 +199,11 @@ type split struct {
 	cr   *csv.Reader
 	// limit stands between br and cr (a CSV file): it bounds a record.
 	limit *csvLimit
-	// csvLine0 is the file's line before cr's first (cr counts from 1).
-	csvLine0 int64
-	avro     *avroReader
-	pq       *parquetReader
+	// csvLine0 is the file's line before cr's first (cr counts from 1),
+	// csvBase the file's offset of cr's first byte.
+	csvLine0, csvBase int64
+	avro              *avroReader
+	pq                *parquetReader
 	// cols maps a CSV column to its schema field (-1: ignored).
 	cols []int
 	// nameCol is the field that gets the file's path (-1: none), set by
@@ -443,6 +444,7 @@ func (s *split) readJSON(dst *contract.Element) (bool, error) {
 
 func (s *split) readCSV(dst *contract.Element) (bool, error) {
 	s.limit.start()
+	from := s.cr.InputOffset()
 	rec, err := s.cr.Read()
 	if err == io.EOF {
 		s.done = true
@@ -453,8 +455,8 @@ func (s *split) readCSV(dst *contract.Element) (bool, error) {
 	}
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
-		s.line = s.csvLine0 + int64(pe.Line)
-		s.reject(dst, "", ReasonMalformedCSV, pe.Error())
+		s.line = s.csvLine0 + int64(pe.StartLine)
+		s.reject(dst, s.csvText(from, s.cr.InputOffset()), ReasonMalformedCSV, pe.Error())
 		return true, nil
 	}
 	if err != nil {
