@@ -71,7 +71,8 @@ func (l *csvLimit) skipLine() (int64, error) {
 	}
 }
 
-// newCSVReader returns the csv.Reader of a split over l, in its dialect.
+// newCSVReader gives the split a new csv.Reader over its limit, in its
+// dialect: at the file's start, and after a record too long for the last.
 func (s *split) newCSVReader() {
 	s.cr = s.cfg.CSV.reader(s.limit)
 	s.cr.FieldsPerRecord = -1
