@@ -246,6 +246,11 @@ func TestParseTestsRefusesWhatItCannotRun(t *testing.T) {
 	if _, err := ParseTests("p.yaml", []byte(src)); err == nil || !strings.Contains(err.Error(), "the test checks nothing") {
 		t.Errorf("err = %v", err)
 	}
+	// A section that does not decode is named at its line and column.
+	bad := "pipeline: {transforms: []}\ntests:\n  - name: t\n    mock_inputs:\n      - name: X\n        elements: 7\n"
+	if _, err := ParseTests("p.yaml", []byte(bad)); err == nil || !strings.HasPrefix(err.Error(), "p.yaml:6:19: ") {
+		t.Errorf("a tests section with elements: 7: %v, want it named at p.yaml:6:19", err)
+	}
 	fixture, err := os.ReadFile("testdata/fixture_tests.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -64,6 +65,12 @@ func ParseTests(path string, src []byte) ([]Test, error) {
 		Tests []Test `yaml:"tests"`
 	}
 	if err := yaml.Unmarshal(src, &f); err != nil {
+		// FILE:LINE:COLUMN, as the pipeline's own errors are.
+		var ye yaml.Error
+		if errors.As(err, &ye) && ye.GetToken() != nil {
+			pos := ye.GetToken().Position
+			return nil, fmt.Errorf("%s:%d:%d: reading its tests: %s", path, pos.Line, pos.Column, ye.GetMessage())
+		}
 		return nil, fmt.Errorf("%s: reading its tests: %w", path, err)
 	}
 	for i, t := range f.Tests {
