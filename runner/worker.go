@@ -88,9 +88,7 @@ type worker struct {
 	nodes     []node
 	sources   []*sourceNode
 	receivers []receiver
-	// receiverSteps holds the step index of each of receivers.
-	receiverSteps []int
-	inbox         inbox
+	inbox     inbox
 	// inflight counts bundles this worker sent to others that were not yet processed.
 	inflight atomic.Int64
 	// exited is set when the worker's loop returned; messages to it are dropped.
@@ -122,6 +120,9 @@ type worker struct {
 	// sinkWaitFrom is when the wait under way began, noSinkWait when none.
 	sinkWait     int64
 	sinkWaitFrom int64
+	// receiverSteps holds the step index of each of receivers (at the
+	// end: the fields above keep the places the hot loop found them at).
+	receiverSteps []int
 }
 
 // noSinkWait is worker.sinkWaitFrom while the worker's sources do not
