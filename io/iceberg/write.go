@@ -1,7 +1,6 @@
 package iceberg
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
@@ -460,12 +458,11 @@ func (b *workerBuf) take(s *Sink) arrow.RecordBatch {
 }
 
 // PreCommit implements contract.TransactionalSink: worker's rows since its
-// last pre-commit, as an Arrow IPC stream (empty for none).
+// last pre-commit, as a part (part.go; empty for none).
 func (s *Sink) PreCommit(ctx context.Context, worker int, epoch uint64) ([]byte, error) {
 	s.mu.Lock()
 	s.sawEpoch = true
 	b := s.bufs[worker]
-	sc := s.arrow
 	s.mu.Unlock()
 	if b == nil {
 		return nil, nil
@@ -475,15 +472,11 @@ func (s *Sink) PreCommit(ctx context.Context, worker int, epoch uint64) ([]byte,
 		return nil, nil
 	}
 	defer rec.Release()
-	var out bytes.Buffer
-	w := ipc.NewWriter(&out, ipc.WithSchema(sc))
-	if err := w.Write(rec); err != nil {
+	part, err := encodePart(rec)
+	if err != nil {
 		return nil, fmt.Errorf("encoding the rows of table %s: %w", s.cfg.Table, err)
 	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("encoding the rows of table %s: %w", s.cfg.Table, err)
-	}
-	return out.Bytes(), nil
+	return part, nil
 }
 
 // Commit implements contract.TransactionalSink: appends every part's rows
@@ -500,20 +493,11 @@ func (s *Sink) Commit(ctx context.Context, epoch uint64, parts [][]byte) error {
 		if len(p) == 0 {
 			continue
 		}
-		rd, err := ipc.NewReader(bytes.NewReader(p))
+		rs, err := decodePart(p)
 		if err != nil {
-			return fmt.Errorf("an Iceberg sink's pre-commit part is damaged: %w", err)
+			return err
 		}
-		for rd.Next() {
-			r := rd.RecordBatch()
-			r.Retain()
-			recs = append(recs, r)
-		}
-		err = rd.Err()
-		rd.Release()
-		if err != nil {
-			return fmt.Errorf("an Iceberg sink's pre-commit part is damaged: %w", err)
-		}
+		recs = append(recs, rs...)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
