@@ -233,6 +233,9 @@ const (
 	// running job is untouched. The message names the column, the change
 	// and the fix.
 	SQLSchemaChangeRefused Code = "SQL_SCHEMA_CHANGE_REFUSED"
+	// StepNotFound: the job's pipeline has no step of that name (a metrics
+	// history's step=); the message lists its steps.
+	StepNotFound Code = "STEP_NOT_FOUND"
 	// TableNotFound: no job of the server writes a SQL table of that name
 	// (weir tables describe, weir tables merge).
 	TableNotFound Code = "TABLE_NOT_FOUND"
@@ -525,6 +528,7 @@ func registry() []Info {
 		{SQLHostNotAllowed, svc, KindInvalid, http.StatusBadRequest},
 		{SQLSchemaChangeRefused, svc, KindConflict, http.StatusConflict},
 		{TableNotFound, svc, KindNotFound, http.StatusNotFound},
+		{StepNotFound, svc, KindNotFound, http.StatusNotFound},
 		{TableNotStaged, svc, KindConflict, http.StatusConflict},
 		{OutputExists, svc, KindConflict, http.StatusConflict},
 		{ManifestNotFound, svc, KindNotFound, http.StatusNotFound},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,6 +103,11 @@ func TestMetricsHistoryTiers(t *testing.T) {
 		if _, err := s.MetricsHistory(j.ID, q); errcode.Of(err) != errcode.InvalidRequest {
 			t.Errorf("query %+v: %v, want INVALID_REQUEST", q, err)
 		}
+	}
+	// A step the job does not have is named, not answered as a step that
+	// did nothing.
+	if _, err := s.MetricsHistory(j.ID, HistoryQuery{Step: "Evnets"}); errcode.Of(err) != errcode.StepNotFound || !strings.Contains(err.Error(), "Events") {
+		t.Errorf("history of a misspelt step: %v, want STEP_NOT_FOUND listing Events", err)
 	}
 	if _, err := s.Cancel(context.Background(), j.ID); err != nil {
 		t.Fatal(err)

@@ -463,6 +463,11 @@ func (s *Core) MetricsHistory(ref string, q HistoryQuery) (*History, error) {
 	default:
 		return nil, errcode.Errorf(errcode.InvalidRequest, "resolution %s is not kept: use 5s (the last hour) or 1m (the last 24 hours)", q.Resolution)
 	}
+	if q.Step != "" && q.Step != "-" {
+		if err := hasStep(j, q.Step); err != nil {
+			return nil, err
+		}
+	}
 	h := s.history(j.ID, false)
 	if h == nil {
 		h = newJobHistory()
@@ -490,6 +495,25 @@ func (s *Core) MetricsHistory(ref string, q HistoryQuery) (*History, error) {
 		return x.Step < y.Step || x.Step == y.Step && x.Metric < y.Metric
 	})
 	return out, nil
+}
+
+// hasStep says whether job j's pipeline has a step named name: a history
+// asked of a step it does not have is STEP_NOT_FOUND, not an empty answer
+// (a misspelt name would look like a step that did nothing).
+func hasStep(j *record.Job, name string) error {
+	g, err := graph.Parse(j.Graph)
+	if err != nil {
+		return nil // an unreadable graph decides nothing: the history answers what it has
+	}
+	names := make([]string, 0, len(g.Steps))
+	for _, st := range g.Steps {
+		if st.Name == name {
+			return nil
+		}
+		names = append(names, st.Name)
+	}
+	sort.Strings(names)
+	return errcode.Errorf(errcode.StepNotFound, "job %s (%s) has no step %q: its steps are %s", j.ID, j.Name, name, strings.Join(names, ", "))
 }
 
 // ---- checkpoint histograms ----
