@@ -122,11 +122,13 @@ func (o JobOptions) ChangesTo(to JobOptions) []OptionChange {
 
 // Validate reports options out of range as INVALID_OPTIONS.
 func (o JobOptions) Validate() error {
-	if o.NumWorkers < 1 || o.NumWorkers > MaxNumWorkers {
-		return errcode.Errorf(errcode.InvalidOptions, "options.num_workers must be between 1 and %d, got %d", MaxNumWorkers, o.NumWorkers)
-	}
+	// The range first: a minimum out of bounds is also the count it
+	// started (EnsureDefaults), and its message names the minimum.
 	if err := o.validateRanges(); err != nil {
 		return err
+	}
+	if o.NumWorkers < 1 || o.NumWorkers > MaxNumWorkers {
+		return errcode.Errorf(errcode.InvalidOptions, "options.num_workers must be between 1 and %d, got %d", MaxNumWorkers, o.NumWorkers)
 	}
 	if o.MinNumWorkers > 0 && o.MaxNumWorkers > 0 && o.MinNumWorkers > o.MaxNumWorkers {
 		return errcode.Errorf(errcode.InvalidOptions, "options.min_num_workers %d is larger than max_num_workers %d", o.MinNumWorkers, o.MaxNumWorkers)

@@ -29,6 +29,8 @@ func TestJobOptionsDefaultsAndValidate(t *testing.T) {
 			wantErr: "options.num_workers 5 is more than max_num_workers 2"},
 		{name: "count out of bounds", in: JobOptions{NumWorkers: MaxNumWorkers + 1}, wantWorkers: MaxNumWorkers + 1,
 			wantErr: "options.num_workers must be between 1 and 1024"},
+		{name: "minimum out of bounds", in: JobOptions{MinNumWorkers: MaxNumWorkers + 1}, wantWorkers: MaxNumWorkers + 1,
+			wantErr: "options.min_num_workers and max_num_workers must be between 0 and 1024"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.in
