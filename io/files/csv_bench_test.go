@@ -26,29 +26,36 @@ func BenchmarkCSVRead(b *testing.B) {
 		b.Fatal(err)
 	}
 	sch := row.MustSchema(row.Field{Name: "id", Type: row.Of(row.KindInt)}, row.Field{Name: "name", Type: row.Of(row.KindString)}, row.Field{Name: "price", Type: row.Of(row.KindFloat)})
-	buf := make([]contract.Element, 256)
 	b.SetBytes(int64(sb.Len()))
 	for b.Loop() {
-		splits, err := NewSource(SourceConfig{Step: "R", Path: path, Format: CSV, Schema: sch, TimestampField: -1}).Split(context.Background(), 1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		n := 0
-		for _, sp := range splits {
-			for {
-				res, err := sp.Read(context.Background(), buf)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n += res.N
-				if res.Done {
-					break
-				}
-			}
-			sp.Close()
-		}
-		if n != rows {
-			b.Fatalf("read %d rows", n)
+		if n := readSplits(b, NewSource(SourceConfig{Step: "R", Path: path, Format: CSV, Schema: sch, TimestampField: -1})); n != rows {
+			b.Fatalf("read %d elements, want %d", n, rows)
 		}
 	}
+}
+
+// readSplits reads every element of src, in one split, as a benchmark's
+// job would, and returns how many there were.
+func readSplits(b *testing.B, src *Source) int {
+	b.Helper()
+	splits, err := src.Split(context.Background(), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]contract.Element, 256)
+	n := 0
+	for _, sp := range splits {
+		for {
+			res, err := sp.Read(context.Background(), buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += res.N
+			if res.Done {
+				break
+			}
+		}
+		sp.Close()
+	}
+	return n
 }

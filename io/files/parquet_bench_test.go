@@ -1,15 +1,12 @@
 package files
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
-
-	"github.com/weir-dev/weir/runner/contract"
 )
 
 type parquetBenchRow struct {
@@ -55,25 +52,7 @@ func BenchmarkParquetRead(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				splits, err := NewSource(SourceConfig{Step: "R", Path: path, Format: Parquet, Schema: sch, TimestampField: -1}).Split(context.Background(), 1)
-				if err != nil {
-					b.Fatal(err)
-				}
-				buf := make([]contract.Element, 256)
-				n := 0
-				for _, sp := range splits {
-					for {
-						res, err := sp.Read(context.Background(), buf)
-						if err != nil {
-							b.Fatal(err)
-						}
-						n += res.N
-						if res.Done {
-							break
-						}
-					}
-					sp.Close()
-				}
+				n := readSplits(b, NewSource(SourceConfig{Step: "R", Path: path, Format: Parquet, Schema: sch, TimestampField: -1}))
 				if n != len(rows) {
 					b.Fatalf("read %d rows", n)
 				}

@@ -45,6 +45,40 @@ const (
 	colDate32
 )
 
+// simpleCol returns the column type a part names by code alone (nil for
+// a timestamp, which also states its unit and zone, and for no type).
+func simpleCol(code byte) arrow.DataType {
+	switch code {
+	case colInt64:
+		return arrow.PrimitiveTypes.Int64
+	case colBool:
+		return arrow.FixedWidthTypes.Boolean
+	case colString:
+		return arrow.BinaryTypes.String
+	case colLargeString:
+		return arrow.BinaryTypes.LargeString
+	case colInt32:
+		return arrow.PrimitiveTypes.Int32
+	case colFloat64:
+		return arrow.PrimitiveTypes.Float64
+	case colFloat32:
+		return arrow.PrimitiveTypes.Float32
+	case colDate32:
+		return arrow.FixedWidthTypes.Date32
+	}
+	return nil
+}
+
+// colCode returns the code simpleCol gives dt for.
+func colCode(dt arrow.DataType) (byte, bool) {
+	for code := colInt64; code <= colDate32; code++ {
+		if t := simpleCol(code); t != nil && arrow.TypeEqual(t, dt) {
+			return code, true
+		}
+	}
+	return 0, false
+}
+
 // errPartDamaged is a part that does not decode.
 var errPartDamaged = errors.New("an Iceberg sink's pre-commit part is damaged")
 
@@ -56,28 +90,13 @@ func encodePart(rec arrow.RecordBatch) ([]byte, error) {
 	for _, f := range rec.Schema().Fields() {
 		b = binary.AppendUvarint(b, uint64(len(f.Name)))
 		b = append(b, f.Name...)
-		switch t := f.Type.(type) {
-		case *arrow.Int64Type:
-			b = append(b, colInt64)
-		case *arrow.BooleanType:
-			b = append(b, colBool)
-		case *arrow.StringType:
-			b = append(b, colString)
-		case *arrow.LargeStringType:
-			b = append(b, colLargeString)
-		case *arrow.Int32Type:
-			b = append(b, colInt32)
-		case *arrow.Float64Type:
-			b = append(b, colFloat64)
-		case *arrow.Float32Type:
-			b = append(b, colFloat32)
-		case *arrow.TimestampType:
+		if t, ok := f.Type.(*arrow.TimestampType); ok {
 			b = append(b, colTimestamp, byte(t.Unit))
 			b = binary.AppendUvarint(b, uint64(len(t.TimeZone)))
 			b = append(b, t.TimeZone...)
-		case *arrow.Date32Type:
-			b = append(b, colDate32)
-		default:
+		} else if code, ok := colCode(f.Type); ok {
+			b = append(b, code)
+		} else {
 			return nil, fmt.Errorf("column %s: an Iceberg sink does not buffer %s values", f.Name, f.Type)
 		}
 		nullable := byte(0)
@@ -200,23 +219,10 @@ func decodePart(p []byte) ([]arrow.RecordBatch, error) {
 		if r.err != nil {
 			break
 		}
-		var dt arrow.DataType
-		switch t[0] {
-		case colInt64:
-			dt = arrow.PrimitiveTypes.Int64
-		case colBool:
-			dt = arrow.FixedWidthTypes.Boolean
-		case colString:
-			dt = arrow.BinaryTypes.String
-		case colLargeString:
-			dt = arrow.BinaryTypes.LargeString
-		case colInt32:
-			dt = arrow.PrimitiveTypes.Int32
-		case colFloat64:
-			dt = arrow.PrimitiveTypes.Float64
-		case colFloat32:
-			dt = arrow.PrimitiveTypes.Float32
-		case colTimestamp:
+		dt := simpleCol(t[0])
+		switch {
+		case dt != nil:
+		case t[0] == colTimestamp:
 			unit := r.bytes(1, "a timestamp's unit")
 			zone := r.bytes(r.uvarint("a timestamp's zone"), "a timestamp's zone")
 			if r.err == nil && unit[0] > byte(arrow.Nanosecond) {
@@ -225,8 +231,6 @@ func decodePart(p []byte) ([]arrow.RecordBatch, error) {
 			if r.err == nil {
 				dt = &arrow.TimestampType{Unit: arrow.TimeUnit(unit[0]), TimeZone: string(zone)}
 			}
-		case colDate32:
-			dt = arrow.FixedWidthTypes.Date32
 		default:
 			r.fail(fmt.Sprintf("a column type of %d", t[0]))
 		}
