@@ -90,7 +90,7 @@ func (s *split) newCSVReader() {
 func (s *split) csvText(from, to int64) string {
 	b := make([]byte, min(to-from, 1<<10))
 	n, _ := s.f.ReadAt(b, s.csvBase+from)
-	return strings.TrimRight(string(b[:n]), "\r\n")
+	return strings.Trim(string(b[:n]), "\r\n") // the empty lines before it, its line end
 }
 
 // csvTooLong makes the record the reader gave up on (rec: the fields it

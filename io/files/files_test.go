@@ -175,7 +175,7 @@ func TestJSONLineTooLong(t *testing.T) {
 func TestCSVRecordTooLong(t *testing.T) {
 	dir := t.TempDir()
 	open := filepath.Join(dir, "open.csv")
-	body := "a,b\n1,first\n" + `2,"` + strings.Repeat("x", MaxLineBytes+8<<10) + "\n3,last\n" + `4,a"b` + "\n"
+	body := "a,b\n1,first\n" + `2,"` + strings.Repeat("x", MaxLineBytes+8<<10) + "\n3,last\n\n" + `4,a"b` + "\n"
 	if err := os.WriteFile(open, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +212,8 @@ func TestCSVRecordTooLong(t *testing.T) {
 			}
 			// A record that does not parse, after the reader started
 			// again: its reject holds its text, read back from the file.
-			if rj, ok := got[3].Value.(contract.Reject); !ok || rj.Reason != ReasonMalformedCSV || rj.Element != `4,a"b` || rj.Source.Offset != 5 {
-				t.Errorf("%s: element 3: %+v, want a malformed_csv reject of 4,a\"b at line 5", tc.path, got[3].Value)
+			if rj, ok := got[3].Value.(contract.Reject); !ok || rj.Reason != ReasonMalformedCSV || rj.Element != `4,a"b` || rj.Source.Offset != 6 {
+				t.Errorf("%s: element 3: %+v, want a malformed_csv reject of 4,a\"b at line 6 (after an empty line)", tc.path, got[3].Value)
 			}
 		}
 		header, kinds, err := CSVInfer(tc.path, CSVOptions{})
