@@ -77,3 +77,65 @@ func TestSourceOpensSubscriptionDuringReload(t *testing.T) {
 		t.Fatalf("opening a subscription of another topic: %v", err)
 	}
 }
+
+// closedConsumerJS is a broker view in which a subscription stays missing
+// to lookups (while its creation says "exists") until JetStream was loaded
+// again for it: a consumer a storage failure left closed in its stream.
+type closedConsumerJS struct {
+	jetstream.JetStream
+	rec *recovery
+}
+
+func (c *closedConsumerJS) Consumer(ctx context.Context, stream, name string) (jetstream.Consumer, error) {
+	if c.rec.closedReloads.Load() == 0 {
+		return nil, jetstream.ErrConsumerNotFound
+	}
+	return c.JetStream.Consumer(ctx, stream, name)
+}
+
+// TestSourceReloadsForClosedConsumer: a subscription that lookups keep
+// missing while its creation says "exists" — a consumer a full disk left
+// closed in its stream, which only a reload of JetStream clears — makes
+// the source ask for one reload, and it opens the subscription after it,
+// its messages still there (CI saw a job wait on such a consumer for good
+// after a full disk).
+func TestSourceReloadsForClosedConsumer(t *testing.T) {
+	b := newTestBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := b.CreateTopic(ctx, "orders", TopicConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.CreateSubscription(ctx, "orders--Read", "orders", SubscriptionConfig{FromBeginning: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish(ctx, "orders", []byte(`{"id": "a", "amount": 1}`), nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	view, err := newBroker(b.nc, b.srv, testLogger(), b.clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	view.recovery = b.recovery
+	view.js = &closedConsumerJS{JetStream: view.js, rec: b.recovery}
+	src, err := NewSource(view, SourceConfig{Step: "Read", Topic: "orders", Subscription: "orders--Read", Schema: orderSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, c, err := src.consumer(ctx, 0)
+	if err != nil {
+		t.Fatalf("opening the subscription: %v", err)
+	}
+	if n := b.recovery.closedReloads.Load(); n != 1 {
+		t.Errorf("JetStream was loaded again %d times, want once", n)
+	}
+	info, err := c.Info(ctx)
+	if err != nil || info.NumPending != 1 {
+		t.Errorf("after the reload the subscription has %v pending (%v), want its 1 message", info, err)
+	}
+	// A second source meeting the same within the interval does not
+	// reload again.
+	if again, err := view.reloadForClosedConsumer("orders--Read"); again || err != nil {
+		t.Errorf("a second reload within %v: %v %v, want none", closedConsumerReloadEvery, again, err)
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/weir-dev/weir/mtime"
 )
 
 // DefaultRecoverInterval is how often an embedded broker checks that its
@@ -55,8 +57,13 @@ type recovery struct {
 	failing atomic.Bool
 	// recoveries counts the times JetStream was brought back.
 	recoveries atomic.Int64
-	stop       chan struct{}
-	done       chan struct{}
+	// closedReloads counts the reloads for a closed consumer
+	// (reloadForClosedConsumer); lastClosedReload is the last one's time
+	// (under mu).
+	closedReloads    atomic.Int64
+	lastClosedReload mtime.Time
+	stop             chan struct{}
+	done             chan struct{}
 }
 
 // storageProblem returns what keeps the embedded server's JetStream from
@@ -153,6 +160,41 @@ func (b *Broker) CheckStorage(ctx context.Context) error {
 	}
 	b.markRecovered(r, "JetStream reloaded from its store")
 	return nil
+}
+
+// closedConsumerReloadEvery is the least time between two reloads of
+// JetStream for a closed consumer.
+const closedConsumerReloadEvery = 10 * mtime.Second
+
+// reloadForClosedConsumer loads an embedded broker's JetStream again from
+// its store when subscription sub answers "not found" to lookups and
+// "exists" to creations, for good: a consumer that a storage failure
+// closed but left registered in its stream (the server reports a closed
+// consumer as missing, refuses a new one of its name, and deleting it does
+// nothing), which a job would otherwise wait on until the process restarts
+// (TestCLIServerFullDisk, in a fresh-clone CI run). Loading JetStream again
+// builds the stream's consumers afresh from their store; nothing stored is
+// lost, and the other subscriptions' readers reconnect as after a full
+// disk. At most once every closedConsumerReloadEvery; a connected
+// (external) broker is not reloaded. It reports whether it reloaded.
+func (b *Broker) reloadForClosedConsumer(sub string) (bool, error) {
+	r := b.recovery
+	if r == nil {
+		return false, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := b.clock.Now()
+	if r.lastClosedReload != 0 && now.Before(r.lastClosedReload.Add(closedConsumerReloadEvery)) {
+		return false, nil
+	}
+	r.lastClosedReload = now
+	b.log.Warn("a subscription is registered in the broker but closed (left so by a storage failure): loading JetStream again from its store", "subscription", sub)
+	if err := b.restartJetStream(); err != nil {
+		return false, fmt.Errorf("loading JetStream again for subscription %s: %w", sub, err)
+	}
+	r.closedReloads.Add(1)
+	return true, nil
 }
 
 // markRecovered records and logs the end of a storage failure. r.mu is

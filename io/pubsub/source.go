@@ -624,6 +624,7 @@ func (s *Source) consumer(ctx context.Context, startSeq uint64) (string, jetstre
 	// No pause before the first lookup, nor before the lookup that follows
 	// the first creation.
 	pause, created := false, false
+	exists := 0 // creations in a row that said "exists"
 	for attempt := 0; attempt < consumerLookupAttempts; attempt++ {
 		if pause {
 			t := time.NewTimer(consumerLookupPause)
@@ -651,6 +652,13 @@ func (s *Source) consumer(ctx context.Context, startSeq uint64) (string, jetstre
 			pause, created = created, true
 		case errors.Is(err, ErrSubscriptionExists) && !errors.As(err, new(otherTopicError)):
 			lastErr, pause = err, true // exists, not yet visible to a lookup
+			if exists++; exists == closedConsumerAfter {
+				// Still so after a while: a consumer left closed in its
+				// stream, which only a reload of JetStream clears.
+				if _, err := s.b.reloadForClosedConsumer(cfg.Subscription); err != nil {
+					lastErr = err
+				}
+			}
 		default:
 			return "", nil, fmt.Errorf("ReadFromPubSub %s: %w", cfg.Step, err)
 		}
@@ -667,6 +675,10 @@ func (s *Source) consumer(ctx context.Context, startSeq uint64) (string, jetstre
 const (
 	consumerLookupAttempts = 300
 	consumerLookupPause    = 100 * time.Millisecond
+	// closedConsumerAfter is how many creations in a row that say
+	// "exists" (to lookups that say "not found") make the source ask the
+	// broker to load JetStream again (Broker.reloadForClosedConsumer).
+	closedConsumerAfter = 20
 )
 
 // warmSeen reads back the IDs of the messages published within the dedupe
