@@ -166,6 +166,7 @@ func TestCLISchedules(t *testing.T) {
 		{[]string{"schedules", "create", "s2", "--pipeline", "p.yaml", "--every", "24h", "--cron", "@daily", "--files", "x"}, ExitUsage, "one of them"},
 		{[]string{"schedules", "create", "s2", "--pipeline", "p.yaml", "--every", "1h", "--partition-template", "{YYYY}-{MM}-{DD}", "--files", "x"}, ExitUsage, "the same ID"},
 		{[]string{"schedules", "create", "s2", "--pipeline", "p.yaml", "--cron", "0 2 * *", "--files", "x"}, ExitUsage, "not a cron expression"},
+		{[]string{"schedules", "create", "s2", "--pipeline", "p.yaml", "--every", "1h", "--start", "1970-01-01", "--files", "x"}, ExitUsage, "more than 100000 partitions due already"},
 		{[]string{"schedules", "describe", "nope"}, ExitFailure, "SCHEDULE_NOT_FOUND"},
 		{[]string{"schedules", "retry", "sales", "--partition", d1}, ExitFailure, "nothing to retry"},
 	} {

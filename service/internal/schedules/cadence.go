@@ -99,6 +99,26 @@ func StartHolding(every, cronExpr string, t time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("--cron %q has no time in the five years before %s: give --start", cronExpr, t.Format(time.RFC3339))
 }
 
+// MaxCatchUpPartitions bounds the partitions a new schedule's --start may
+// make due at once: a start decades back (a typo of the year) would
+// otherwise queue a partition a second, for good, each waiting for its
+// files.
+const MaxCatchUpPartitions = 100_000
+
+// DueBy counts the partitions from the one starting at start that end by
+// now, stopping at most.
+func (c Cadence) DueBy(start, now time.Time, most int) int {
+	n := 0
+	for p := start; n < most; n++ {
+		end := c.End(p)
+		if end.IsZero() || end.After(now) {
+			break
+		}
+		p = end
+	}
+	return n
+}
+
 // CadenceOf returns sch's cadence.
 func CadenceOf(sch *record.Schedule) (Cadence, error) {
 	c, _, err := ParseCadence(sch.Every, sch.Cron, sch.Start)

@@ -216,3 +216,29 @@ func TestEndedAndBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestDueBy: the partitions a schedule's start makes due by now, counted
+// up to a bound (a start decades back is refused at creation, not queued).
+func TestDueBy(t *testing.T) {
+	now := ts("2026-12-07T23:30:00Z")
+	for _, tc := range []struct {
+		name, every, cron, start string
+		most, want               int
+	}{
+		{name: "none yet", every: "1h", start: "2026-12-07T23:00:00Z", most: 10, want: 0},
+		{name: "a day of hours", every: "1h", start: "2026-12-06T23:00:00Z", most: 100, want: 24},
+		{name: "stops at most", every: "1h", start: "1970-01-01T00:00:00Z", most: MaxCatchUpPartitions + 1, want: MaxCatchUpPartitions + 1},
+		{name: "cron days", cron: "@daily", start: "2026-12-01T00:00:00Z", most: 100, want: 6},
+		{name: "a start after now", every: "24h", start: "2027-01-01T00:00:00Z", most: 10, want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, first, err := ParseCadence(tc.every, tc.cron, ts(tc.start))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.DueBy(first, now, tc.most); got != tc.want {
+				t.Errorf("DueBy = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

@@ -136,6 +136,10 @@ func (s *Schedules) Create(ctx context.Context, req CreateRequest) (*record.Sche
 	if err != nil {
 		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: %w", req.Name, err)
 	}
+	if n := c.DueBy(start, now, MaxCatchUpPartitions+1); n > MaxCatchUpPartitions {
+		return nil, errcode.Errorf(errcode.InvalidRequest, "schedule %s: --start %s makes more than %d partitions due already: give a later --start (each partition is a job run, oldest first)",
+			req.Name, start.Format(time.RFC3339), MaxCatchUpPartitions)
+	}
 	sch := &record.Schedule{Name: req.Name, JobName: req.JobName, Every: req.Every, Cron: req.Cron, Start: start,
 		Delay: "0s", PartitionTemplate: req.PartitionTemplate, Files: req.Files, SideInputs: req.SideInputs,
 		MaxAttempts: req.MaxAttempts, RetryBackoff: DefaultRetryBackoff.String(), CreateTime: now, UpdateTime: now, Next: start}
