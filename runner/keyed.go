@@ -121,6 +121,8 @@ func (k *keyed) id() int { return k.sp.root*len(k.w.r.workers) + k.w.id }
 
 func (k *keyed) finished() bool { return k.done }
 
+func (k *keyed) step() *stepPlan { return k.sp }
+
 // enter makes the node the worker's current root instance (the sender of
 // what it emits) and returns the previous one, for leave.
 func (k *keyed) enter() (prev int) {

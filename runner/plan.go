@@ -345,7 +345,6 @@ func (r *run) instantiate() error {
 			w.nodes[sp.idx] = nd
 			if rc, ok := nd.(receiver); ok {
 				w.receivers = append(w.receivers, rc)
-				w.receiverSteps = append(w.receiverSteps, sp.idx)
 			}
 		}
 	}

@@ -89,6 +89,8 @@ func (n *sideNode) id() int { return n.sp.root*len(n.out.w.r.workers) + n.out.w.
 
 func (n *sideNode) finished() bool { return n.done }
 
+func (n *sideNode) step() *stepPlan { return n.sp }
+
 func (n *sideNode) nextDeadline() mtime.Time { return 0 }
 
 func (n *sideNode) onProcessingTime(mtime.Time) error { return nil }

@@ -28,6 +28,8 @@ type receiver interface {
 	nextDeadline() mtime.Time
 	// onProcessingTime fires processing-time timers due by now.
 	onProcessingTime(now mtime.Time) error
+	// step is the receiver's step.
+	step() *stepPlan
 }
 
 const maxInflight = 64
@@ -120,9 +122,6 @@ type worker struct {
 	// sinkWaitFrom is when the wait under way began, noSinkWait when none.
 	sinkWait     int64
 	sinkWaitFrom int64
-	// receiverSteps holds the step index of each of receivers (at the
-	// end: the fields above keep the places the hot loop found them at).
-	receiverSteps []int
 }
 
 // noSinkWait is worker.sinkWaitFrom while the worker's sources do not
@@ -475,10 +474,10 @@ func (w *worker) nextDeadline() mtime.Time {
 // recording each receiver's step as the one the worker runs (at) while it
 // does: a panic in a timer's code names its step.
 func (w *worker) fireProcessingTimers(now mtime.Time) error {
-	for i, rc := range w.receivers {
+	for _, rc := range w.receivers {
 		if d := rc.nextDeadline(); d != 0 && d <= now {
 			prev := w.at
-			w.at = w.receiverSteps[i] + 1
+			w.at = rc.step().idx + 1
 			err := rc.onProcessingTime(now)
 			w.at = prev
 			if err != nil {
