@@ -84,41 +84,27 @@ func (s *split) newCSVReader() {
 	s.csvBase = s.limit.total
 }
 
-// csvText returns up to a KiB of the file's bytes from offset from to
-// offset to of the current reader's input (a record that did not parse,
-// read again from the file): what a reject shows of it.
+// csvText returns up to RejectHeadBytes of the file's bytes from offset
+// from to offset to of the current reader's input (a record that did not
+// parse, or was too long, read again from the file): what a reject shows
+// of it.
 func (s *split) csvText(from, to int64) string {
-	b := make([]byte, min(to-from, 1<<10))
+	b := make([]byte, min(to-from, RejectHeadBytes))
 	n, _ := s.f.ReadAt(b, s.csvBase+from)
 	return strings.Trim(string(b[:n]), "\r\n") // the empty lines before it, its line end
 }
 
-// csvTooLong makes the record the reader gave up on (rec: the fields it
-// had) a line_too_long reject holding its first KiB, skips to the next
-// line and reads on from there with a new reader.
-func (s *split) csvTooLong(dst *contract.Element, rec []string) error {
+// csvTooLong makes the record the reader gave up on, which began at offset
+// from of its input, a line_too_long reject holding its first KiB, skips
+// to the next line and reads on from there with a new reader.
+func (s *split) csvTooLong(dst *contract.Element, from int64) error {
 	s.line = s.limit.lines + 1
-	sep := ","
-	if s.cfg.CSV.Delimiter != 0 {
-		sep = string(s.cfg.CSV.Delimiter)
-	}
-	var head strings.Builder
-	for i, f := range rec {
-		if head.Len() >= 1<<10 {
-			break
-		}
-		if i > 0 {
-			head.WriteString(sep)
-		}
-		head.WriteString(f[:min(len(f), 1<<10)])
-	}
-	text := head.String()
-	text = text[:min(len(text), 1<<10)]
+	text := s.csvText(from, from+RejectHeadBytes)
 	skipped, err := s.limit.skipLine()
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", s.path, err)
 	}
-	s.reject(dst, text, ReasonLineTooLong, fmt.Sprintf("a CSV record of more than %d bytes (%d more to its next line end), longer than the %d read as one element: a quote left open, or no line ends (the element holds what was read of it, up to a KiB); reading goes on at the next line",
+	s.reject(dst, text, ReasonLineTooLong, fmt.Sprintf("a CSV record of more than %d bytes (%d more to its next line end), longer than the %d read as one element: a quote left open, or no line ends (the element holds its first KiB); reading goes on at the next line",
 		MaxLineBytes, skipped, MaxLineBytes))
 	s.newCSVReader()
 	return nil

@@ -61,6 +61,19 @@ const (
 // in memory whole.
 const MaxLineBytes = 64 << 20
 
+// RejectHeadBytes is how much of a line or record too long to read, or a
+// CSV record that does not parse, its reject holds: its first KiB.
+const RejectHeadBytes = 1 << 10
+
+// LineTooLongMessage is the message of a line_too_long reject of a line of
+// n bytes (0: not counted).
+func LineTooLongMessage(n int64) string {
+	if n > 0 {
+		return fmt.Sprintf("a line of %d bytes, longer than the %d read as one element (the element holds its first KiB)", n, MaxLineBytes)
+	}
+	return fmt.Sprintf("a line longer than the %d bytes read as one element (the element holds its first KiB)", MaxLineBytes)
+}
+
 // Format is a file format.
 type Format int
 
@@ -332,7 +345,7 @@ func (s *split) nextLine() ([]byte, error) {
 				// Past the bound: keep the start, count the rest.
 				if s.tooLong == 0 {
 					s.tooLong = int64(len(s.long))
-					s.long = s.long[:min(len(s.long), 1<<10)]
+					s.long = s.long[:min(len(s.long), RejectHeadBytes)]
 				}
 				s.tooLong += int64(len(line))
 				continue
@@ -399,7 +412,7 @@ func (s *split) readJSON(dst *contract.Element) (bool, error) {
 		return false, err
 	}
 	if s.tooLong > 0 {
-		s.reject(dst, string(line), ReasonLineTooLong, fmt.Sprintf("a line of %d bytes, longer than the %d read as one element (the element holds its first KiB)", s.tooLong, MaxLineBytes))
+		s.reject(dst, string(line), ReasonLineTooLong, LineTooLongMessage(s.tooLong))
 		return true, nil
 	}
 	if len(bytes.TrimSpace(line)) == 0 {
@@ -451,7 +464,7 @@ func (s *split) readCSV(dst *contract.Element) (bool, error) {
 		return false, nil
 	}
 	if errors.Is(err, errCSVRecordTooLong) {
-		return true, s.csvTooLong(dst, rec)
+		return true, s.csvTooLong(dst, from)
 	}
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {

@@ -86,7 +86,7 @@ func (s *split) Read(ctx context.Context, buf []contract.Element) (contract.Read
 		if s.ls.tooLong {
 			s.ls.tooLong = false
 			buf[n] = contract.Element{Value: contract.Reject{Element: s.sc.Text(), Reason: files.ReasonLineTooLong, Source: pos,
-				Message: fmt.Sprintf("a line longer than the %d bytes read as one element (the element holds its first KiB)", files.MaxLineBytes)},
+				Message: files.LineTooLongMessage(0)},
 				Time: mtime.MinTimestamp, Window: window.Global, Pane: window.NoFiring, Source: pos}
 			n++
 			continue
@@ -147,7 +147,7 @@ func (l *lineSplitter) next(data []byte, atEOF bool) (int, []byte, error) {
 	if adv == 0 && tok == nil && err == nil && !atEOF && len(data) >= files.MaxLineBytes {
 		// The buffer is full and holds no line end: a line too long.
 		l.tooLong, l.skipping = true, true
-		return len(data), data[:1<<10], nil
+		return len(data), data[:files.RejectHeadBytes], nil
 	}
 	return adv, tok, err
 }
