@@ -10,6 +10,7 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/weir-dev/weir/io/avrorow"
+	"github.com/weir-dev/weir/io/parquetcheck"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
@@ -38,7 +39,7 @@ func parquetColumns(s *parquet.Schema) (cols []parquetColumn, err error) {
 		// parquet-go panics on a type it cannot tell the kind of (a leaf
 		// annotated as a MAP, say), which only a corrupted file has.
 		if p := recover(); p != nil {
-			cols, err = nil, fmt.Errorf("%w: column %q: %v", errParquetCorrupt, name, p)
+			cols, err = nil, fmt.Errorf("%w: column %q: %v", parquetcheck.ErrCorrupt, name, p)
 		}
 	}()
 	for _, f := range s.Fields() {
@@ -108,20 +109,20 @@ type parquetReader struct {
 }
 
 // openParquet opens the Parquet file f, read from path, once its footer
-// is checked (parquetFooter) and, when pages is set, its pages
-// (parquetPages): reading its schema alone needs only the footer.
+// is checked (parquetcheck.Footer) and, when pages is set, its pages
+// (parquetcheck.Pages): reading its schema alone needs only the footer.
 func openParquet(f *os.File, path string, pages bool) (pf *parquet.File, err error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	footer, err := parquetFooter(f, st.Size())
+	footer, err := parquetcheck.Footer(f, st.Size())
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a Parquet file: %w", path, err)
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			pf, err = nil, fmt.Errorf("%s is not a Parquet file: %w: %v", path, errParquetCorrupt, p)
+			pf, err = nil, fmt.Errorf("%s is not a Parquet file: %w: %v", path, parquetcheck.ErrCorrupt, p)
 		}
 	}()
 	// The page indexes and Bloom filters are not read: rows are read in
@@ -133,7 +134,7 @@ func openParquet(f *os.File, path string, pages bool) (pf *parquet.File, err err
 	if !pages {
 		return pf, nil
 	}
-	if err := parquetPages(f, pf.Metadata(), st.Size()-8-int64(len(footer))); err != nil {
+	if err := parquetcheck.Pages(f, pf.Metadata(), st.Size()-8-int64(len(footer))); err != nil {
 		return nil, fmt.Errorf("%s is not a Parquet file: %w", path, err)
 	}
 	return pf, nil
@@ -168,7 +169,7 @@ func (s *split) readParquet(dst *contract.Element) (ok bool, err error) {
 		// parquet-go reads a page whose bytes contradict its header (a
 		// corrupted page) into a panic: the file cannot be read on.
 		if p := recover(); p != nil {
-			ok, err = false, fmt.Errorf("reading row %d of %s: %w: %v", s.line+1, s.path, errParquetCorrupt, p)
+			ok, err = false, fmt.Errorf("reading row %d of %s: %w: %v", s.line+1, s.path, parquetcheck.ErrCorrupt, p)
 		}
 	}()
 	if err := pr.r.Read(&m); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 
+	"github.com/weir-dev/weir/io/parquetcheck"
 	"github.com/weir-dev/weir/runner/contract"
 )
 
@@ -98,11 +99,11 @@ func firstPage(t *testing.T, b []byte) (int64, int) {
 		t.Fatal(err)
 	}
 	off := pf.Metadata().RowGroups[0].Columns[0].MetaData.DataPageOffset
-	h, err := pageHeader(b[off:], false)
+	h, err := parquetcheck.PageHeader(b[off:], false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return off, h.len
+	return off, h.HeaderLen
 }
 
 // withPageHeader returns file b with the header of its first page changed
@@ -178,7 +179,7 @@ func TestParquetStatedSizesChecked(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
 			a := allocated(func() { _, err = readParquetFile(t, path, tc.file) })
-			if !errors.Is(err, errParquetCorrupt) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, parquetcheck.ErrCorrupt) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want a corrupt file named %s saying %q", err, path, tc.want)
 			}
 			if a > 32<<20 {
@@ -260,7 +261,7 @@ func TestParquetPagesDecompressWithinTheirHeaders(t *testing.T) {
 				h.UncompressedPageSize = levels + (h.UncompressedPageSize-levels)/4
 			})
 			_, err := readParquetFile(t, path, understated)
-			if !errors.Is(err, errParquetCorrupt) || !strings.Contains(err.Error(), c.want) {
+			if !errors.Is(err, parquetcheck.ErrCorrupt) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("a page that decompresses to 4 times its stated size: %v, want a corrupt file saying %q", err, c.want)
 			}
 		})
@@ -272,7 +273,7 @@ func TestParquetPagesDecompressWithinTheirHeaders(t *testing.T) {
 		for i := off + int64(n); i < off+int64(n)+40; i++ {
 			b[i] = 0xff // match lengths and offsets past anything decoded
 		}
-		if _, err := readParquetFile(t, path, b); !errors.Is(err, errParquetCorrupt) {
+		if _, err := readParquetFile(t, path, b); !errors.Is(err, parquetcheck.ErrCorrupt) {
 			t.Fatalf("error %v, want a corrupt file", err)
 		}
 	})

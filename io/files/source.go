@@ -9,10 +9,8 @@
 // internal/setdigest (a staged version's output digest), manifest (the input
 // manifests a source reads instead of a path), github.com/hamba/avro/v2
 // (with its ocf package), github.com/parquet-go/parquet-go (with its format
-// package), github.com/golang/snappy, github.com/klauspost/compress (its
-// gzip and zstd packages), github.com/andybalholm/brotli,
-// github.com/pierrec/lz4/v4 (Parquet's codecs: a file's pages are checked
-// before parquet-go reads them) and the standard library.
+// package), io/parquetcheck (a Parquet file's structure is checked before
+// parquet-go reads it) and the standard library.
 package files
 
 import (

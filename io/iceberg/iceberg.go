@@ -18,7 +18,8 @@
 // appends nothing twice. Without checkpoints (a bounded run in one process) Close
 // appends the rows.
 //
-// It may import mtime, row, runner/contract, window,
+// It may import mtime, row, runner/contract, window, io/parquetcheck (a
+// data file's structure is checked before Arrow's reader reads it),
 // github.com/apache/iceberg-go, github.com/apache/arrow-go/v18,
 // github.com/jackc/pgx/v5 (its database/sql driver, stdlib),
 // modernc.org/sqlite and the standard library. It must not import runner

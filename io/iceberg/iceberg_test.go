@@ -2,14 +2,21 @@ package iceberg
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/weir-dev/weir/internal/pqdamage"
 	"github.com/weir-dev/weir/mtime"
 	"github.com/weir-dev/weir/row"
 	"github.com/weir-dev/weir/runner/contract"
@@ -24,7 +31,10 @@ var testSchema = row.MustSchema(
 )
 
 // testTarget is a SQLite catalog and a warehouse in a fresh directory.
-func testTarget(t *testing.T) Target {
+func testTarget(t *testing.T) Target { return benchTarget(t) }
+
+// benchTarget is testTarget for a test or a benchmark.
+func benchTarget(t testing.TB) Target {
 	t.Helper()
 	dir := t.TempDir()
 	tg, err := Catalog{Name: "test", BaseDir: dir, Properties: map[string]string{
@@ -472,5 +482,146 @@ func TestSinkBufferedBytes(t *testing.T) {
 	}
 	if got := sink.BufferedBytes(); got != 0 {
 		t.Fatalf("after both pre-commits: %d bytes, want 0", got)
+	}
+}
+
+// TestReadDamagedTableFiles: a read of a table whose data file, manifest
+// or manifest list is damaged fails with an error that names the file, or
+// reads what the damage left readable; it never panics, and allocates
+// little. iceberg-go plans and reads on goroutines of its own, where a
+// damaged manifest's header and a damaged data page's header (a changed
+// byte was enough) were dereferenced as nil, and damaged pages panicked
+// in Arrow's decoders ("unimplemented encoding type"), ending the
+// process; a footer's damaged Arrow schema was a fatal out-of-memory.
+func TestReadDamagedTableFiles(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	writeTable(t, SinkConfig{Target: tg, Table: "db.d"}, testRows(500))
+	cfg := ReadConfig{Target: tg, Table: "db.d"}
+	s, err := Describe(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() error { return readToEnd(t, cfg, s) }
+	if err := read(); err != nil {
+		t.Fatalf("the valid table: %v", err)
+	}
+	dir := filepath.Join(tg.Warehouse, "db.db", "d")
+	// pages is the part of a Parquet file before its footer.
+	pages := func(b []byte) (int, int) { return 4, len(b) - 8 - int(binary.LittleEndian.Uint32(b[len(b)-8:])) }
+	whole := func(b []byte) (int, int) { return 0, len(b) }
+	for _, tc := range []struct {
+		name, glob string
+		in         func([]byte) (int, int) // the bytes damaged
+		tries      int
+	}{
+		// Most damage to a footer is refused by the check of its
+		// structure; damage to the pages reaches Arrow's decoders.
+		{"data file's pages", "data/*.parquet", pages, 1000},
+		{"data file", "data/*.parquet", whole, 500},
+		{"manifest", "metadata/*-m[0-9]*.avro", whole, 600},
+		{"manifest list", "metadata/snap-*.avro", whole, 600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			paths, err := filepath.Glob(filepath.Join(dir, tc.glob))
+			if err != nil || len(paths) != 1 {
+				t.Fatalf("%s: files %v, %v: want one", tc.glob, paths, err)
+			}
+			path := paths[0]
+			valid, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.WriteFile(path, valid, 0o644)
+			rng := rand.New(rand.NewPCG(7, uint64(len(tc.name))))
+			refused := 0
+			var most uint64 // the most bytes a read allocated
+			lo, hi := tc.in(valid)
+			for range tc.tries {
+				b := append([]byte(nil), valid...)
+				for range 1 + rng.IntN(3) {
+					b[lo+rng.IntN(hi-lo)] = byte(rng.IntN(256))
+				}
+				if err := os.WriteFile(path, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				err := read()
+				runtime.ReadMemStats(&after)
+				if n := after.TotalAlloc - before.TotalAlloc; n > 256<<20 {
+					t.Fatalf("a read with a damaged %s of %d bytes allocated %d MiB", tc.name, len(b), n>>20)
+				} else {
+					most = max(most, n)
+				}
+				if err == nil {
+					continue
+				}
+				refused++
+				// A damaged file names itself, or the file it now
+				// names, which cannot be opened.
+				var opening *fs.PathError
+				if errors.Is(err, ErrDataFile) && !strings.Contains(err.Error(), path) && !errors.As(err, &opening) {
+					t.Fatalf("a damaged %s: %v, which does not name %s", tc.name, err, path)
+				}
+			}
+			if refused == 0 {
+				t.Fatalf("none of %d damaged files was refused: the damage changed nothing", tc.tries)
+			}
+			t.Logf("%d of %d damaged files refused; a read allocated at most %d KiB", refused, tc.tries, most>>10)
+		})
+	}
+}
+
+// TestReadPageArrowCannotDecode: a data page whose header states an
+// encoding Arrow's reader does not implement for its column (an INT64
+// column in DELTA_LENGTH_BYTE_ARRAY) is a read error naming the file.
+// Arrow panics on it, on a goroutine of iceberg-go's, which ended the
+// process; weir's own read of the file recovers it first.
+func TestReadPageArrowCannotDecode(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	writeTable(t, SinkConfig{Target: tg, Table: "db.e"}, testRows(300))
+	paths, err := filepath.Glob(filepath.Join(tg.Warehouse, "db.db", "e", "data", "*.parquet"))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("data files %v, %v: want one", paths, err)
+	}
+	b, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = pqdamage.SetEncoding(b, 0, format.DeltaLengthByteArray); err != nil { // id, INT64
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(paths[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := ReadConfig{Target: tg, Table: "db.e"}
+	s, err := Describe(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = readToEnd(t, cfg, s)
+	if !errors.Is(err, ErrDataFile) || !strings.Contains(err.Error(), paths[0]) || !strings.Contains(err.Error(), "unimplemented") {
+		t.Fatalf("read error %v, want ErrDataFile naming %s and the unimplemented encoding", err, paths[0])
+	}
+}
+
+// readToEnd reads the table of cfg (of schema s) to its end, and returns
+// the error that stopped it.
+func readToEnd(t *testing.T, cfg ReadConfig, s *row.Schema) error {
+	t.Helper()
+	ctx := context.Background()
+	splits, err := NewSource(cfg, s).Split(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer splits[0].Close()
+	buf := make([]contract.Element, 64)
+	for {
+		res, err := splits[0].Read(ctx, buf)
+		if err != nil || res.Done {
+			return err
+		}
 	}
 }

@@ -307,8 +307,8 @@ func decodePart(p []byte) ([]arrow.RecordBatch, error) {
 
 // decodeIPCPart reads a part stored as an Arrow IPC stream (before this
 // format), each message no longer than the part. Arrow's reader trusts the
-// lengths inside its messages' metadata: only the parts of checkpoints and
-// snapshots that weir wrote before this format are safe to read this way.
+// lengths inside its messages' metadata, so the stream's messages are
+// checked first (checkIPCStream).
 func decodeIPCPart(p []byte) (out []arrow.RecordBatch, err error) {
 	var recs []arrow.RecordBatch
 	defer func() {
@@ -321,6 +321,9 @@ func decodeIPCPart(p []byte) (out []arrow.RecordBatch, err error) {
 			}
 		}
 	}()
+	if err := checkIPCStream(p); err != nil {
+		return nil, fmt.Errorf("%w: %w", errPartDamaged, err)
+	}
 	limit := int64(len(p))
 	rd, err := ipc.NewReaderFromMessageReader(ipc.NewMessageReader(bytes.NewReader(p), ipc.WithMetadataSizeLimit(limit), ipc.WithBodySizeLimit(limit)))
 	if err != nil {

@@ -152,10 +152,13 @@ func checkPaths(check func(string) error, locs ...string) error {
 
 // checkManifests asks check about the files a read of tbl's current
 // snapshot opens before its data files: the metadata, the manifest list
-// and the manifests.
-func checkManifests(ctx context.Context, tbl *table.Table, check func(string) error) error {
+// and the manifests. Then it reads every manifest's entries, here:
+// iceberg-go's planning reads them on goroutines of its own, where a
+// damaged manifest's panic would end the process; here it is recovered
+// into an error (ErrDataFile).
+func checkManifests(ctx context.Context, tbl *table.Table, check func(string) error) (err error) {
 	snap := tbl.CurrentSnapshot()
-	if check == nil || snap == nil {
+	if snap == nil {
 		return checkPaths(check, tbl.MetadataLocation())
 	}
 	if err := checkPaths(check, tbl.MetadataLocation(), snap.ManifestList); err != nil {
@@ -165,13 +168,27 @@ func checkManifests(ctx context.Context, tbl *table.Table, check func(string) er
 	if err != nil {
 		return fmt.Errorf("opening the files of %s: %w", tbl.Identifier(), err)
 	}
+	at := snap.ManifestList
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s (of the manifest list %s): %v", ErrDataFile, at, snap.ManifestList, r)
+		}
+	}()
 	mans, err := snap.Manifests(fsys)
 	if err != nil {
-		return fmt.Errorf("reading the manifest list of %s: %w", tbl.Identifier(), err)
+		return fmt.Errorf("%w: reading the manifest list %s: %w", ErrDataFile, at, err)
 	}
 	for _, m := range mans {
 		if err := checkPaths(check, m.FilePath()); err != nil {
 			return err
+		}
+	}
+	for _, m := range mans {
+		at = m.FilePath()
+		for _, err := range m.Entries(fsys, false) {
+			if err != nil {
+				return fmt.Errorf("%w: reading the manifest %s (of the manifest list %s): %w", ErrDataFile, at, snap.ManifestList, err)
+			}
 		}
 	}
 	return nil
@@ -233,13 +250,27 @@ func (sp *split) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("planning the read of %s: %w", sp.s.cfg.Table, err)
 	}
+	checked := map[string]bool{} // delete files may apply to several tasks
 	for _, t := range tasks {
-		locs := []string{t.File.FilePath()}
-		for _, d := range slices.Concat(t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles) {
-			locs = append(locs, d.FilePath())
+		files := slices.Concat([]iceberg.DataFile{t.File}, t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles)
+		for _, f := range files {
+			if err := checkPaths(sp.s.cfg.Check, f.FilePath()); err != nil {
+				return err
+			}
 		}
-		if err := checkPaths(sp.s.cfg.Check, locs...); err != nil {
-			return err
+		// Only once every file of the task is allowed: a check opens them.
+		for _, f := range files {
+			if checked[f.FilePath()] {
+				continue
+			}
+			checked[f.FilePath()] = true
+			p, err := FilePath(f.FilePath())
+			if err != nil {
+				return fmt.Errorf("%w: table file %s: %v", ErrConfig, f.FilePath(), err)
+			}
+			if err := checkTableFile(ctx, f, p); err != nil {
+				return fmt.Errorf("reading %s: %w", sp.s.cfg.Table, err)
+			}
 		}
 	}
 	_, recs, err := scan.ToArrowRecords(ctx)

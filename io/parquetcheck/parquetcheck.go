@@ -1,4 +1,19 @@
-package files
+// Package parquetcheck checks a Parquet file's stated structure before a
+// library reads it. Parquet readers (parquet-go, Apache Arrow's) trust the
+// sizes a file states: a footer length, a list's item count in the footer
+// or a page's size in its header is allocated as stated, so a few corrupted
+// bytes could ask for gigabytes, or for more than the process can have,
+// which no recover survives. The check walks the footer's Thrift encoding
+// and every page header of every column chunk, decompresses each page as a
+// stream without keeping it, and refuses a file that states more than it
+// holds or more than the bounds below.
+//
+// It may import github.com/parquet-go/parquet-go (its format and
+// encoding/thrift packages), github.com/golang/snappy,
+// github.com/klauspost/compress (its gzip and zstd packages),
+// github.com/andybalholm/brotli, github.com/pierrec/lz4/v4 (Parquet's
+// codecs) and the standard library.
+package parquetcheck
 
 import (
 	"bytes"
@@ -11,43 +26,35 @@ import (
 	"github.com/golang/snappy"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 	"github.com/pierrec/lz4/v4"
 )
 
-// A Parquet file's structure is checked before parquet-go reads it, since
-// the library trusts the sizes a file states: a footer length, a list's
-// item count in the footer or a page's size in its header is allocated
-// as stated, so a few corrupted bytes could ask for gigabytes (or for
-// more than the process can have, which no recover survives). The check
-// walks the footer's Thrift encoding and every page header of every
-// column chunk, without reading the pages, and refuses a file that states
-// more than it holds or more than the bounds below.
-
 const (
-	// parquetMaxPageBytes bounds a page's stated size, compressed or not
+	// MaxPageBytes bounds a page's stated size, compressed or not
 	// (writers make pages of about 1 MiB; parquet-go's default is 8 KiB of
 	// values per page, Spark's and Arrow's 1 MiB).
-	parquetMaxPageBytes = 256 << 20
-	// parquetMaxPageValues bounds the values a page states, which its
+	MaxPageBytes = 256 << 20
+	// MaxPageValues bounds the values a page states, which its
 	// readers allocate room for whatever bytes they take (a run-length
 	// encoding states a million nulls in a few bytes).
-	parquetMaxPageValues = 16 << 20
-	// parquetMaxHeaderBytes bounds a page header (its statistics hold
+	MaxPageValues = 16 << 20
+	// MaxHeaderBytes bounds a page header (its statistics hold
 	// a page's smallest and largest values, which are usually short).
-	parquetMaxHeaderBytes = 16 << 20
-	// parquetMaxDepth bounds the nesting of Thrift structures and lists.
-	parquetMaxDepth = 64
+	MaxHeaderBytes = 16 << 20
+	// MaxDepth bounds the nesting of Thrift structures and lists.
+	MaxDepth = 64
 )
 
-// errParquetCorrupt says a file's stated structure does not hold.
-var errParquetCorrupt = errors.New("corrupt Parquet structure")
+// ErrCorrupt says a file's stated structure does not hold.
+var ErrCorrupt = errors.New("corrupt Parquet structure")
 
-// parquetFooter checks a file's magic numbers and footer length and walks
+// Footer checks a file's magic numbers and footer length and walks
 // the footer's encoding (see thriftWalker). It returns the footer's bytes.
-func parquetFooter(r io.ReaderAt, size int64) ([]byte, error) {
+func Footer(r io.ReaderAt, size int64) ([]byte, error) {
 	if size < 12 {
-		return nil, fmt.Errorf("%w: %d bytes are too few for a Parquet file", errParquetCorrupt, size)
+		return nil, fmt.Errorf("%w: %d bytes are too few for a Parquet file", ErrCorrupt, size)
 	}
 	var head, tail [8]byte
 	if _, err := r.ReadAt(head[:4], 0); err != nil {
@@ -57,11 +64,11 @@ func parquetFooter(r io.ReaderAt, size int64) ([]byte, error) {
 		return nil, err
 	}
 	if string(head[:4]) != "PAR1" || string(tail[4:]) != "PAR1" {
-		return nil, fmt.Errorf("%w: no PAR1 magic number at its start and end (an encrypted footer is not read)", errParquetCorrupt)
+		return nil, fmt.Errorf("%w: no PAR1 magic number at its start and end (an encrypted footer is not read)", ErrCorrupt)
 	}
 	n := int64(binary.LittleEndian.Uint32(tail[:4]))
 	if n > size-12 {
-		return nil, fmt.Errorf("%w: the footer states %d bytes, more than the file's %d", errParquetCorrupt, n, size)
+		return nil, fmt.Errorf("%w: the footer states %d bytes, more than the file's %d", ErrCorrupt, n, size)
 	}
 	footer := make([]byte, n)
 	if _, err := r.ReadAt(footer, size-8-n); err != nil {
@@ -69,17 +76,17 @@ func parquetFooter(r io.ReaderAt, size int64) ([]byte, error) {
 	}
 	w := thriftWalker{b: footer}
 	if err := w.structure(0, 0); err != nil {
-		return nil, fmt.Errorf("%w: footer: %v", errParquetCorrupt, err)
+		return nil, fmt.Errorf("%w: footer: %v", ErrCorrupt, err)
 	}
 	return footer, nil
 }
 
-// parquetPages checks the pages of every column chunk in md, of a file
+// Pages checks the pages of every column chunk in md, of a file
 // whose footer starts at dataEnd: each header is well-formed and within
 // its chunk, and states a page within its chunk and the bounds above, and
 // each compressed page decompresses to no more than its header states
 // (pageBodies.check).
-func parquetPages(r io.ReaderAt, md *format.FileMetaData, dataEnd int64) error {
+func Pages(r io.ReaderAt, md *format.FileMetaData, dataEnd int64) error {
 	var buf []byte
 	var pb pageBodies
 	defer pb.close()
@@ -87,7 +94,7 @@ func parquetPages(r io.ReaderAt, md *format.FileMetaData, dataEnd int64) error {
 		for c := range md.RowGroups[g].Columns {
 			cc := &md.RowGroups[g].Columns[c]
 			if cc.FilePath != "" {
-				return fmt.Errorf("%w: row group %d column %d is in another file (%q), which is not read", errParquetCorrupt, g, c, cc.FilePath)
+				return fmt.Errorf("%w: row group %d column %d is in another file (%q), which is not read", ErrCorrupt, g, c, cc.FilePath)
 			}
 			m := &cc.MetaData
 			start := m.DataPageOffset
@@ -96,7 +103,7 @@ func parquetPages(r io.ReaderAt, md *format.FileMetaData, dataEnd int64) error {
 			}
 			end := start + m.TotalCompressedSize
 			if start < 4 || m.TotalCompressedSize < 0 || end > dataEnd || end < start {
-				return fmt.Errorf("%w: row group %d column %d states bytes %d to %d, outside the file's data (4 to %d)", errParquetCorrupt, g, c, start, end, dataEnd)
+				return fmt.Errorf("%w: row group %d column %d states bytes %d to %d, outside the file's data (4 to %d)", ErrCorrupt, g, c, start, end, dataEnd)
 			}
 			for pos := start; pos < end; {
 				n := min(end-pos, 64<<10)
@@ -105,22 +112,22 @@ func parquetPages(r io.ReaderAt, md *format.FileMetaData, dataEnd int64) error {
 					if _, err := r.ReadAt(buf, pos); err != nil {
 						return err
 					}
-					h, err := pageHeader(buf, n < end-pos)
+					h, err := PageHeader(buf, n < end-pos)
 					if err == nil {
-						next := pos + int64(h.len) + int64(h.compressed)
+						next := pos + int64(h.HeaderLen) + int64(h.compressed)
 						if next > end {
-							return fmt.Errorf("%w: a page at byte %d of row group %d column %d ends at byte %d, past its chunk's end %d", errParquetCorrupt, pos, g, c, next, end)
+							return fmt.Errorf("%w: a page at byte %d of row group %d column %d ends at byte %d, past its chunk's end %d", ErrCorrupt, pos, g, c, next, end)
 						}
-						if err := pb.check(r, m.Codec, h, pos+int64(h.len)); err != nil {
-							return fmt.Errorf("%w: the page at byte %d of row group %d column %d: %v", errParquetCorrupt, pos, g, c, err)
+						if err := pb.check(r, m.Codec, h, pos+int64(h.HeaderLen)); err != nil {
+							return fmt.Errorf("%w: the page at byte %d of row group %d column %d: %v", ErrCorrupt, pos, g, c, err)
 						}
 						pos = next
 						break
 					}
-					if !errors.Is(err, errThriftShort) || n == end-pos || n >= parquetMaxHeaderBytes {
-						return fmt.Errorf("%w: the page header at byte %d of row group %d column %d: %v", errParquetCorrupt, pos, g, c, err)
+					if !errors.Is(err, errThriftShort) || n == end-pos || n >= MaxHeaderBytes {
+						return fmt.Errorf("%w: the page header at byte %d of row group %d column %d: %v", ErrCorrupt, pos, g, c, err)
 					}
-					n = min(end-pos, 4*n, parquetMaxHeaderBytes)
+					n = min(end-pos, 4*n, MaxHeaderBytes)
 				}
 			}
 		}
@@ -135,9 +142,10 @@ func grow(b []byte, n int) []byte {
 	return b[:n]
 }
 
-// parquetPage is what a page header states.
-type parquetPage struct {
-	len                      int // the header's bytes
+// Page is what a page header states.
+type Page struct {
+	// HeaderLen is the header's bytes.
+	HeaderLen                int
 	typ                      int64
 	compressed, uncompressed int64
 	values                   int64
@@ -148,17 +156,22 @@ type parquetPage struct {
 	plain  bool
 }
 
-// The page types (PageHeader.type).
+// The page types (PageHeader.type); 1 is an index page, which no writer
+// makes and readers skip.
 const (
 	pageData       = 0
 	pageDictionary = 2
 	pageDataV2     = 3
 )
 
-// pageHeader reads the page header at the start of b and checks what it
-// states against the bounds.
-func pageHeader(b []byte, partial bool) (parquetPage, error) {
-	var p parquetPage
+// PageHeader reads the page header at the start of b and checks what it
+// states against the bounds, and that a data, dictionary or v2 data page
+// has the header of its type (Arrow's reader follows it unchecked). With
+// partial set, b may hold the header's start only: an encoding that goes
+// on past b is then an error wrapping errThriftShort.
+func PageHeader(b []byte, partial bool) (Page, error) {
+	var p Page
+	var sub uint16 // the type-specific headers seen, by their field ID's bit
 	w := thriftWalker{b: b, partial: partial, ints: func(path uint32, v int64) {
 		switch path {
 		case 1:
@@ -173,6 +186,7 @@ func pageHeader(b []byte, partial bool) (parquetPage, error) {
 			p.compressed = v
 		case 5<<16 | 1, 7<<16 | 1, 8<<16 | 1: // num_values of a data, dictionary or v2 data page
 			p.values = max(p.values, v)
+			sub |= 1 << (path >> 16)
 		case 8<<16 | 3: // a v2 data page's num_rows
 			p.values = max(p.values, v)
 		}
@@ -180,16 +194,27 @@ func pageHeader(b []byte, partial bool) (parquetPage, error) {
 	if err := w.structure(0, 0); err != nil {
 		return p, err
 	}
-	p.len = w.pos
+	p.HeaderLen = w.pos
 	switch {
-	case p.compressed < 0 || p.compressed > parquetMaxPageBytes:
-		return p, fmt.Errorf("it states %d compressed bytes (at most %d are read)", p.compressed, parquetMaxPageBytes)
-	case p.uncompressed < 0 || p.uncompressed > parquetMaxPageBytes:
-		return p, fmt.Errorf("it states %d uncompressed bytes (at most %d are read)", p.uncompressed, parquetMaxPageBytes)
-	case p.values < 0 || p.values > parquetMaxPageValues:
-		return p, fmt.Errorf("it states %d values (at most %d are read in a page)", p.values, parquetMaxPageValues)
+	case p.compressed < 0 || p.compressed > MaxPageBytes:
+		return p, fmt.Errorf("it states %d compressed bytes (at most %d are read)", p.compressed, MaxPageBytes)
+	case p.uncompressed < 0 || p.uncompressed > MaxPageBytes:
+		return p, fmt.Errorf("it states %d uncompressed bytes (at most %d are read)", p.uncompressed, MaxPageBytes)
+	case p.values < 0 || p.values > MaxPageValues:
+		return p, fmt.Errorf("it states %d values (at most %d are read in a page)", p.values, MaxPageValues)
 	case p.typ == pageDataV2 && (p.levels > p.compressed || p.levels > p.uncompressed):
 		return p, fmt.Errorf("it states %d bytes of levels in a page of %d compressed and %d uncompressed bytes", p.levels, p.compressed, p.uncompressed)
+	case p.typ < pageData || p.typ > pageDataV2:
+		return p, fmt.Errorf("it states page type %d, which Parquet does not have", p.typ)
+	}
+	for _, need := range [...]struct {
+		typ   int64
+		field uint16
+		name  string
+	}{{pageData, 5, "data"}, {pageDictionary, 7, "dictionary"}, {pageDataV2, 8, "v2 data"}} {
+		if p.typ == need.typ && sub&(1<<need.field) == 0 {
+			return p, fmt.Errorf("it is a %s page without its %s page header", need.name, need.name)
+		}
 	}
 	return p, nil
 }
@@ -200,7 +225,7 @@ var errThriftShort = errors.New("the encoding ends early")
 // thriftWalker walks one structure of Thrift's compact encoding, checking
 // that every length and item count fits in the bytes that are left (an
 // item takes at least one byte) and that nesting stays within
-// parquetMaxDepth. ints, when set, receives the integer fields of the
+// MaxDepth. ints, when set, receives the integer fields of the
 // outer structure and of the structures it holds directly, by path (a
 // field's ID, under its parent's ID shifted by 16).
 type thriftWalker struct {
@@ -255,7 +280,7 @@ func (w *thriftWalker) uvarint() (uint64, error) {
 func (w *thriftWalker) count(v uint64, least int) (int, error) {
 	left := uint64(len(w.b) - w.pos)
 	if v > left/uint64(least) {
-		if w.partial && v <= parquetMaxHeaderBytes {
+		if w.partial && v <= MaxHeaderBytes {
 			return 0, errThriftShort // a longer read may hold them
 		}
 		return 0, fmt.Errorf("it states %d items or bytes where %d bytes are left", v, left)
@@ -266,8 +291,8 @@ func (w *thriftWalker) count(v uint64, least int) (int, error) {
 // structure walks a structure's fields up to its stop. path is the
 // structure's own path (0 for the outer one).
 func (w *thriftWalker) structure(path uint32, depth int) error {
-	if depth > parquetMaxDepth {
-		return fmt.Errorf("nested more than %d deep", parquetMaxDepth)
+	if depth > MaxDepth {
+		return fmt.Errorf("nested more than %d deep", MaxDepth)
 	}
 	var id int64
 	for {
@@ -406,7 +431,7 @@ type pageBodies struct {
 
 // check checks the page h whose body starts at byte off of r, compressed
 // with codec.
-func (pb *pageBodies) check(r io.ReaderAt, codec format.CompressionCodec, h parquetPage, off int64) error {
+func (pb *pageBodies) check(r io.ReaderAt, codec format.CompressionCodec, h Page, off int64) error {
 	if codec == format.Uncompressed || h.plain || (h.typ != pageData && h.typ != pageDictionary && h.typ != pageDataV2) {
 		return nil
 	}
@@ -447,7 +472,7 @@ func (pb *pageBodies) check(r io.ReaderAt, codec format.CompressionCodec, h parq
 		}
 	case format.Zstd:
 		if pb.zstd == nil {
-			pb.zstd, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(parquetMaxPageBytes+1))
+			pb.zstd, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(MaxPageBytes+1))
 		}
 		if err == nil {
 			if err = pb.zstd.Reset(bytes.NewReader(pb.body)); err == nil {
@@ -498,4 +523,28 @@ func (w *thriftWalker) item(t byte, depth int) error {
 		return err
 	}
 	return w.value(t, 0, depth+1)
+}
+
+// File checks the Parquet file r of size bytes: its footer (Footer), the
+// metadata the footer holds, and the pages of every column chunk (Pages).
+// It returns the metadata. A file that does not hold is an error wrapping
+// ErrCorrupt; a panic of the metadata's decoder is one too.
+func File(r io.ReaderAt, size int64) (md *format.FileMetaData, err error) {
+	footer, err := Footer(r, size)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			md, err = nil, fmt.Errorf("%w: footer: %v", ErrCorrupt, p)
+		}
+	}()
+	md = new(format.FileMetaData)
+	if err := thrift.Unmarshal(new(thrift.CompactProtocol), footer, md); err != nil {
+		return nil, fmt.Errorf("%w: footer: %v", ErrCorrupt, err)
+	}
+	if err := Pages(r, md, size-8-int64(len(footer))); err != nil {
+		return nil, err
+	}
+	return md, nil
 }

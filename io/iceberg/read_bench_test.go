@@ -1,0 +1,56 @@
+package iceberg
+
+import (
+	"context"
+	"testing"
+
+	"github.com/weir-dev/weir/runner/contract"
+)
+
+// BenchmarkIcebergRead reads a table of 500,000 rows in one data file
+// (the read checks the file before iceberg-go reads it).
+func BenchmarkIcebergRead(b *testing.B) {
+	ctx := context.Background()
+	tg := benchTarget(b)
+	const n = 500_000
+	sink, err := NewSink(SinkConfig{Target: tg, Table: "db.bench"}, testSchema)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rows := testRows(n)
+	if err := sink.Write(ctx, 0, rows); err != nil {
+		b.Fatal(err)
+	}
+	if err := sink.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	cfg := ReadConfig{Target: tg, Table: "db.bench"}
+	s, err := Describe(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]contract.Element, 512)
+	b.ResetTimer()
+	for range b.N {
+		splits, err := NewSource(cfg, s).Split(ctx, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		for {
+			res, err := splits[0].Read(ctx, buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got += res.N
+			if res.Done {
+				break
+			}
+		}
+		splits[0].Close()
+		if got != n {
+			b.Fatalf("read %d rows, want %d", got, n)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
