@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -184,9 +185,24 @@ func flagAliases() map[string]string {
 }
 
 // normalizeFlagName lets every flag be written with '_' for '-'
-// (--job_name, --dataflow_service_options) and maps flagAliases.
+// (--job_name, --dataflow_service_options, as Dataflow's Python options)
+// or in lower camel case (--jobName, --maxNumWorkers, as its Java
+// options), and maps flagAliases.
 func normalizeFlagName(_ *pflag.FlagSet, name string) pflag.NormalizedName {
 	name = strings.ReplaceAll(name, "_", "-")
+	if strings.ContainsFunc(name, unicode.IsUpper) {
+		var b strings.Builder
+		for i, r := range name {
+			if unicode.IsUpper(r) {
+				if i > 0 && name[i-1] != '-' {
+					b.WriteByte('-')
+				}
+				r = unicode.ToLower(r)
+			}
+			b.WriteRune(r)
+		}
+		name = b.String()
+	}
 	if to, ok := flagAliases()[name]; ok {
 		name = to
 	}
