@@ -171,7 +171,10 @@ func checkManifests(ctx context.Context, tbl *table.Table, check func(string) er
 	at := snap.ManifestList
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s (of the manifest list %s): %v", ErrDataFile, at, snap.ManifestList, r)
+			if at != snap.ManifestList {
+				at += " (of the manifest list " + snap.ManifestList + ")"
+			}
+			err = fmt.Errorf("%w: %s: %v", ErrDataFile, at, r)
 		}
 	}()
 	mans, err := snap.Manifests(fsys)
