@@ -25,7 +25,7 @@ const AssetPrefix = "/console/"
 // asset), which Mount sends to the pages' handler for GET and HEAD.
 func IsPage(p string) bool {
 	switch {
-	case p == "/", p == "/topics", p == "/schedules":
+	case p == "/", p == "/topics", p == "/schedules", p == "/cluster":
 		return true
 	case strings.HasPrefix(p, "/schedules/"):
 		return validSegment(strings.TrimPrefix(p, "/schedules/"))

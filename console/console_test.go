@@ -18,6 +18,8 @@ func TestIsPage(t *testing.T) {
 	}{
 		{"/", true},
 		{"/topics", true},
+		{"/cluster", true},
+		{"/cluster/x", false},
 		{"/jobs/abc", true},
 		{"/jobs/my-job", true},
 		{"/jobs/my-job/update", true},

@@ -901,6 +901,62 @@ async function schedulePage(name) {
   });
 }
 
+// ---- cluster: /cluster ----
+
+/** keyGroupsOf says which key groups a member holds: the leader all of its jobs', a follower none (it keeps a replica). */
+function keyGroupsOf(m) {
+  if (!m.leader) return 'none (replica)';
+  const jobs = m.jobs || [];
+  if (!jobs.length) return 'all (no job runs)';
+  const out = [`all of ${jobs.length} job(s): `];
+  jobs.forEach((j, i) => out.push(...(i ? [', '] : []), jobLink(j, j)));
+  return el('span', {}, ...out);
+}
+
+async function clusterPage() {
+  document.title = 'Cluster · weir';
+  const msg = el('div', { id: 'cluster-message' });
+  const head = el('p', { id: 'cluster-name' });
+  const notes = el('div', { id: 'cluster-notes' });
+  const body = el('tbody');
+  main.replaceChildren(el('h1', {}, 'Cluster'), msg, head,
+    el('table', { id: 'members' }, el('thead', {}, el('tr', {}, ...['Member', 'Address', 'Role', 'Key groups', 'Log sequence', 'Behind', 'Started', 'Last seen'].map((h) => el('th', {}, h)))), body),
+    notes);
+  poll(async () => {
+    let r;
+    try {
+      r = await api('GET', '/v1/cluster/members');
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) {
+        msg.replaceChildren(el('p', { class: 'muted' }, 'This server runs alone: it is no member of a cluster. Members start with weir server --cluster NAME --nats-url URL (docs/CLUSTER.md).'));
+        head.replaceChildren();
+        body.replaceChildren();
+        notes.replaceChildren();
+        markLoaded();
+        return;
+      }
+      showError(msg, e);
+      return;
+    }
+    msg.replaceChildren();
+    const members = r.members || [];
+    head.replaceChildren(`Cluster ${r.cluster}, answered by member `, el('span', { class: 'mono' }, r.answered), ` (${members.length} member${members.length === 1 ? '' : 's'})`);
+    const leader = members.find((m) => m.leader);
+    body.replaceChildren(...members.map((m) => {
+      const seen = age(m.last_seen);
+      return el('tr', { 'data-member': m.id, 'data-role': m.role, class: m.up ? '' : 'down' },
+        el('td', { class: 'mono' }, m.id), el('td', { class: 'mono' }, m.address),
+        el('td', {}, m.up ? m.role : `${m.role} (not seen for ${fmtSeconds(seen)})`),
+        el('td', {}, keyGroupsOf(m)), el('td', { class: 'num' }, fmtNum(m.log_sequence)),
+        el('td', { class: 'num' }, leader && !m.leader ? fmtNum(Math.max(0, leader.log_sequence - m.log_sequence)) : '–'),
+        el('td', {}, fmtTime(m.start_time)), el('td', {}, seen === undefined ? '–' : fmtSeconds(seen) + ' ago'));
+    }));
+    notes.replaceChildren(...members.filter((m) => (m.settings_differ || []).length).map((m) => el('p', { class: 'warn', 'data-settings-differ': m.id },
+      `Member ${m.id} runs with other settings than the leader: --${m.settings_differ.join(', --')}. A member that takes over runs every job with its own: give every member the same.`)));
+    markLoaded();
+  });
+}
+
 // ---- router ----
 
 function route() {
@@ -910,6 +966,7 @@ function route() {
   if (p === '/') return jobsPage();
   if (p === '/topics') return topicsPage();
   if (p === '/schedules') return schedulesPage();
+  if (p === '/cluster') return clusterPage();
   if ((m = /^\/schedules\/([^/]+)$/.exec(p))) return schedulePage(decodeURIComponent(m[1]));
   if ((m = /^\/jobs\/([^/]+)\/update$/.exec(p))) return previewPage(decodeURIComponent(m[1]));
   if ((m = /^\/jobs\/([^/]+)$/.exec(p))) return jobPage(decodeURIComponent(m[1]));
