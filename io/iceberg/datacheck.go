@@ -25,6 +25,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/arrow-go/v18/parquet/schema"
 	"github.com/apache/iceberg-go"
 
 	"github.com/weir-dev/weir/io/parquetcheck"
@@ -39,21 +40,28 @@ const checkBatchRows = 4096
 
 // checkTableFile checks the table file f (a data or delete file) at the
 // local path p, unless it is not Parquet (a deletion vector is a Puffin
-// file, which iceberg-go reads itself).
-func checkTableFile(ctx context.Context, f iceberg.DataFile, p string) error {
+// file, which iceberg-go reads itself). Of a data file, only the columns
+// of the fields ids holds are read (those iceberg-go reads); of a delete
+// file, every column.
+func checkTableFile(ctx context.Context, f iceberg.DataFile, p string, ids map[int]bool) error {
 	if f.FileFormat() != iceberg.ParquetFile {
 		return nil
 	}
-	if err := checkParquet(ctx, p, f.ContentType() == iceberg.EntryContentPosDeletes); err != nil {
+	if f.ContentType() != iceberg.EntryContentData {
+		ids = nil
+	}
+	if err := checkParquet(ctx, p, f.ContentType() == iceberg.EntryContentPosDeletes, ids); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrDataFile, p, err)
 	}
 	return nil
 }
 
 // checkParquet checks the Parquet file at p: its structure, then every
-// value of every column, read as iceberg-go reads it (a position delete
-// file's path column as a dictionary, posDeletes).
-func checkParquet(ctx context.Context, p string, posDeletes bool) (err error) {
+// value of the columns of the top-level fields ids holds (all when ids is
+// nil, or when the file's fields carry no IDs), read as iceberg-go reads
+// them (a position delete file's path column as a dictionary,
+// posDeletes).
+func checkParquet(ctx context.Context, p string, posDeletes bool, ids map[int]bool) (err error) {
 	fh, err := os.Open(p)
 	if err != nil {
 		return err
@@ -63,7 +71,7 @@ func checkParquet(ctx context.Context, p string, posDeletes bool) (err error) {
 	if err != nil {
 		return err
 	}
-	md, err := parquetcheck.File(fh, st.Size())
+	md, dataEnd, err := parquetcheck.Metadata(fh, st.Size())
 	if err != nil {
 		return err
 	}
@@ -89,9 +97,14 @@ func checkParquet(ctx context.Context, p string, posDeletes bool) (err error) {
 	if err != nil {
 		return err
 	}
-	leaves := make([]int, rdr.MetaData().Schema.NumColumns())
-	for i := range leaves {
-		leaves[i] = i
+	leaves := projectedLeaves(rdr.MetaData().Schema, ids)
+	if len(leaves) == 0 {
+		return nil // iceberg-go reads none of its columns
+	}
+	// The pages of those columns (a leaf's index is its chunk's in every
+	// row group).
+	if err := parquetcheck.ColumnPages(fh, md, dataEnd, leaves); err != nil {
+		return err
 	}
 	groups := make([]int, rdr.NumRowGroups())
 	for i := range groups {
@@ -122,6 +135,25 @@ func checkParquet(ctx context.Context, p string, posDeletes bool) (err error) {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// projectedLeaves returns the leaf columns of sc whose top-level field's
+// ID ids holds; every leaf when ids is nil or no field carries an ID.
+func projectedLeaves(sc *schema.Schema, ids map[int]bool) []int {
+	var all, some []int
+	withIDs := false
+	for i := range sc.NumColumns() {
+		id := sc.ColumnRoot(i).FieldID()
+		withIDs = withIDs || id >= 0
+		all = append(all, i)
+		if ids[int(id)] {
+			some = append(some, i)
+		}
+	}
+	if ids == nil || !withIDs {
+		return all
+	}
+	return some
 }
 
 // readColumn reads every value of the column c, recovering a panic of

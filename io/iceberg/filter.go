@@ -52,6 +52,19 @@ func ParseFilter(filter string) (iceberg.BooleanExpression, error) {
 	return e, nil
 }
 
+// filterColumns returns the columns filter names (none when it does not
+// parse).
+func filterColumns(filter string) []string {
+	p := &filterParser{src: filter}
+	if strings.TrimSpace(filter) == "" || p.lex() != nil || len(p.toks) == 1 {
+		return nil
+	}
+	if _, err := p.or(); err != nil {
+		return nil
+	}
+	return p.cols
+}
+
 type tokKind int
 
 const (
@@ -91,6 +104,8 @@ type filterParser struct {
 	src  string
 	toks []token
 	i    int
+	// cols are the columns the filter names, in order.
+	cols []string
 }
 
 func (p *filterParser) errAt(t token, format string, args ...any) error {
@@ -243,6 +258,7 @@ func (p *filterParser) column() (string, bool) {
 	t := p.peek()
 	if t.kind == tokQuoted || t.kind == tokIdent && !isReserved(t.text) {
 		p.next()
+		p.cols = append(p.cols, t.text)
 		return t.text, true
 	}
 	return "", false

@@ -625,3 +625,50 @@ func readToEnd(t *testing.T, cfg ReadConfig, s *row.Schema) error {
 		}
 	}
 }
+
+// TestReadChecksTheColumnsRead: the check before a read reads the columns
+// iceberg-go reads (the selected ones and the filter's), so a damaged
+// column that neither selects costs nothing and fails nothing, while one
+// that the selection or the filter reads fails the read.
+func TestReadChecksTheColumnsRead(t *testing.T) {
+	ctx := context.Background()
+	tg := testTarget(t)
+	writeTable(t, SinkConfig{Target: tg, Table: "db.c"}, testRows(300))
+	paths, err := filepath.Glob(filepath.Join(tg.Warehouse, "db.db", "c", "data", "*.parquet"))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("data files %v, %v: want one", paths, err)
+	}
+	b, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = pqdamage.SetEncoding(b, 1, format.DeltaLengthByteArray); err != nil { // score, DOUBLE
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(paths[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		cfg    ReadConfig
+		failed bool
+	}{
+		{"another column kept", ReadConfig{Keep: []string{"id", "name"}}, false},
+		{"the column kept", ReadConfig{Keep: []string{"id", "score"}}, true},
+		{"the column dropped", ReadConfig{Drop: []string{"score"}}, false},
+		{"the column filtered on", ReadConfig{Keep: []string{"id"}, Filter: "score < 100"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Target, cfg.Table = tg, "db.c"
+			s, err := Describe(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = readToEnd(t, cfg, s)
+			if tc.failed != (err != nil) || err != nil && !errors.Is(err, ErrDataFile) {
+				t.Fatalf("read error %v, want a failure %v (ErrDataFile)", err, tc.failed)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -253,6 +254,14 @@ func (sp *split) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("planning the read of %s: %w", sp.s.cfg.Table, err)
 	}
+	// The fields iceberg-go reads of a data file: the selected columns
+	// and the filter's (and a task's equality deletes' columns).
+	ids := map[int]bool{}
+	for _, n := range append(sp.s.schema.Names(), filterColumns(sp.s.cfg.Filter)...) {
+		if f, ok := tbl.Schema().FindFieldByName(n); ok {
+			ids[f.ID] = true
+		}
+	}
 	checked := map[string]bool{} // delete files may apply to several tasks
 	for _, t := range tasks {
 		files := slices.Concat([]iceberg.DataFile{t.File}, t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles)
@@ -271,7 +280,16 @@ func (sp *split) start(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("%w: table file %s: %v", ErrConfig, f.FilePath(), err)
 			}
-			if err := checkTableFile(ctx, f, p); err != nil {
+			read := ids
+			if len(t.EqualityDeleteFiles) > 0 {
+				read = maps.Clone(ids)
+				for _, d := range t.EqualityDeleteFiles {
+					for _, id := range d.EqualityFieldIDs() {
+						read[id] = true
+					}
+				}
+			}
+			if err := checkTableFile(ctx, f, p, read); err != nil {
 				return fmt.Errorf("reading %s: %w", sp.s.cfg.Table, err)
 			}
 		}

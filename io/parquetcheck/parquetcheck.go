@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/andybalholm/brotli"
 	"github.com/golang/snappy"
@@ -87,11 +88,20 @@ func Footer(r io.ReaderAt, size int64) ([]byte, error) {
 // each compressed page decompresses to no more than its header states
 // (pageBodies.check).
 func Pages(r io.ReaderAt, md *format.FileMetaData, dataEnd int64) error {
+	return ColumnPages(r, md, dataEnd, nil)
+}
+
+// ColumnPages is Pages for the leaf columns cols only (every column when
+// cols is nil): a reader that reads some columns reads only their pages.
+func ColumnPages(r io.ReaderAt, md *format.FileMetaData, dataEnd int64, cols []int) error {
 	var buf []byte
 	var pb pageBodies
 	defer pb.close()
 	for g := range md.RowGroups {
 		for c := range md.RowGroups[g].Columns {
+			if cols != nil && !slices.Contains(cols, c) {
+				continue
+			}
 			cc := &md.RowGroups[g].Columns[c]
 			if cc.FilePath != "" {
 				return fmt.Errorf("%w: row group %d column %d is in another file (%q), which is not read", ErrCorrupt, g, c, cc.FilePath)
@@ -525,26 +535,38 @@ func (w *thriftWalker) item(t byte, depth int) error {
 	return w.value(t, 0, depth+1)
 }
 
-// File checks the Parquet file r of size bytes: its footer (Footer), the
-// metadata the footer holds, and the pages of every column chunk (Pages).
-// It returns the metadata. A file that does not hold is an error wrapping
-// ErrCorrupt; a panic of the metadata's decoder is one too.
-func File(r io.ReaderAt, size int64) (md *format.FileMetaData, err error) {
-	footer, err := Footer(r, size)
+// File checks the Parquet file r of size bytes: its footer, the metadata
+// the footer holds (Metadata), and the pages of every column chunk
+// (Pages). It returns the metadata. A file that does not hold is an error
+// wrapping ErrCorrupt.
+func File(r io.ReaderAt, size int64) (*format.FileMetaData, error) {
+	md, dataEnd, err := Metadata(r, size)
 	if err != nil {
 		return nil, err
 	}
+	if err := Pages(r, md, dataEnd); err != nil {
+		return nil, err
+	}
+	return md, nil
+}
+
+// Metadata checks the footer of the Parquet file r of size bytes (Footer)
+// and returns the metadata it holds and where the file's data ends (its
+// footer's start). A panic of the metadata's decoder is an error wrapping
+// ErrCorrupt.
+func Metadata(r io.ReaderAt, size int64) (md *format.FileMetaData, dataEnd int64, err error) {
+	footer, err := Footer(r, size)
+	if err != nil {
+		return nil, 0, err
+	}
 	defer func() {
 		if p := recover(); p != nil {
-			md, err = nil, fmt.Errorf("%w: footer: %v", ErrCorrupt, p)
+			md, dataEnd, err = nil, 0, fmt.Errorf("%w: footer: %v", ErrCorrupt, p)
 		}
 	}()
 	md = new(format.FileMetaData)
 	if err := thrift.Unmarshal(new(thrift.CompactProtocol), footer, md); err != nil {
-		return nil, fmt.Errorf("%w: footer: %v", ErrCorrupt, err)
+		return nil, 0, fmt.Errorf("%w: footer: %v", ErrCorrupt, err)
 	}
-	if err := Pages(r, md, size-8-int64(len(footer))); err != nil {
-		return nil, err
-	}
-	return md, nil
+	return md, size - 8 - int64(len(footer)), nil
 }
