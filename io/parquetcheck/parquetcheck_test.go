@@ -34,14 +34,15 @@ func testFile(t *testing.T, n int) []byte {
 	return buf.Bytes()
 }
 
-// withFirstPage returns b with the header of its first data page changed.
-func withFirstPage(t *testing.T, b []byte, change func(*format.PageHeader)) []byte {
+// withFirstPage returns b with the header of the first data page of
+// column col changed.
+func withFirstPage(t *testing.T, b []byte, col int, change func(*format.PageHeader)) []byte {
 	t.Helper()
 	md, err := File(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	off := md.RowGroups[0].Columns[0].MetaData.DataPageOffset
+	off := md.RowGroups[0].Columns[col].MetaData.DataPageOffset
 	p, err := PageHeader(b[off:], false)
 	if err != nil {
 		t.Fatal(err)
@@ -81,15 +82,15 @@ func TestFile(t *testing.T) {
 		file []byte
 		want string
 	}{
-		{"a dictionary page without its header", withFirstPage(t, valid, func(h *format.PageHeader) { h.Type = format.DictionaryPage }), "without its dictionary page header"},
-		{"a data page of the other version without its header", withFirstPage(t, valid, func(h *format.PageHeader) {
+		{"a dictionary page without its header", withFirstPage(t, valid, 0, func(h *format.PageHeader) { h.Type = format.DictionaryPage }), "without its dictionary page header"},
+		{"a data page of the other version without its header", withFirstPage(t, valid, 0, func(h *format.PageHeader) {
 			if h.Type == format.DataPageV2 {
 				h.Type = format.DataPage
 			} else {
 				h.Type = format.DataPageV2
 			}
 		}), "data page without its"},
-		{"a page type Parquet does not have", withFirstPage(t, valid, func(h *format.PageHeader) { h.Type = 9 }), "page type 9"},
+		{"a page type Parquet does not have", withFirstPage(t, valid, 0, func(h *format.PageHeader) { h.Type = 9 }), "page type 9"},
 		{"a footer cut short", append(append([]byte(nil), valid[:len(valid)-40]...), valid[len(valid)-8:]...), "footer"},
 		{"no magic number", valid[4:], "magic"},
 	} {
@@ -99,5 +100,25 @@ func TestFile(t *testing.T) {
 				t.Fatalf("error %v, want a corrupt file saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestColumnPages: the pages of the columns given are checked, and those
+// of the others are not (a reader of some columns reads only theirs).
+func TestColumnPages(t *testing.T) {
+	valid := testFile(t, 2000)
+	damaged := withFirstPage(t, valid, 1, func(h *format.PageHeader) { h.Type = 9 })
+	md, dataEnd, err := Metadata(bytes.NewReader(damaged), int64(len(damaged)))
+	if err != nil {
+		t.Fatalf("the damaged file's footer: %v", err)
+	}
+	r := bytes.NewReader(damaged)
+	if err := ColumnPages(r, md, dataEnd, []int{0}); err != nil {
+		t.Errorf("column 0 of a file whose column 1 is damaged: %v", err)
+	}
+	for _, cols := range [][]int{{1}, {0, 1}, nil} {
+		if err := ColumnPages(r, md, dataEnd, cols); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "column 1") {
+			t.Errorf("columns %v of a file whose column 1 is damaged: %v, want the damage named", cols, err)
+		}
 	}
 }
