@@ -581,8 +581,26 @@ func TestReadDamagedTableFiles(t *testing.T) {
 func TestReadPageArrowCannotDecode(t *testing.T) {
 	ctx := context.Background()
 	tg := testTarget(t)
-	writeTable(t, SinkConfig{Target: tg, Table: "db.e"}, testRows(300))
-	paths, err := filepath.Glob(filepath.Join(tg.Warehouse, "db.db", "e", "data", "*.parquet"))
+	data := undecodableTable(t, tg, "e", 0) // id, INT64
+	cfg := ReadConfig{Target: tg, Table: "db.e"}
+	s, err := Describe(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = readToEnd(t, cfg, s)
+	if !errors.Is(err, ErrDataFile) || !strings.Contains(err.Error(), data) || !strings.Contains(err.Error(), "unimplemented") {
+		t.Fatalf("read error %v, want ErrDataFile naming %s and the unimplemented encoding", err, data)
+	}
+}
+
+// undecodableTable writes table db.NAME of 300 rows in one data file, and
+// makes the first page of its column col state DELTA_LENGTH_BYTE_ARRAY,
+// an encoding Arrow does not implement for numbers. It returns the file's
+// path.
+func undecodableTable(t *testing.T, tg Target, name string, col int) string {
+	t.Helper()
+	writeTable(t, SinkConfig{Target: tg, Table: "db." + name}, testRows(300))
+	paths, err := filepath.Glob(filepath.Join(tg.Warehouse, "db.db", name, "data", "*.parquet"))
 	if err != nil || len(paths) != 1 {
 		t.Fatalf("data files %v, %v: want one", paths, err)
 	}
@@ -590,21 +608,13 @@ func TestReadPageArrowCannotDecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err = pqdamage.SetEncoding(b, 0, format.DeltaLengthByteArray); err != nil { // id, INT64
+	if b, err = pqdamage.SetEncoding(b, col, format.DeltaLengthByteArray); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(paths[0], b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := ReadConfig{Target: tg, Table: "db.e"}
-	s, err := Describe(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = readToEnd(t, cfg, s)
-	if !errors.Is(err, ErrDataFile) || !strings.Contains(err.Error(), paths[0]) || !strings.Contains(err.Error(), "unimplemented") {
-		t.Fatalf("read error %v, want ErrDataFile naming %s and the unimplemented encoding", err, paths[0])
-	}
+	return paths[0]
 }
 
 // readToEnd reads the table of cfg (of schema s) to its end, and returns
@@ -633,21 +643,7 @@ func readToEnd(t *testing.T, cfg ReadConfig, s *row.Schema) error {
 func TestReadChecksTheColumnsRead(t *testing.T) {
 	ctx := context.Background()
 	tg := testTarget(t)
-	writeTable(t, SinkConfig{Target: tg, Table: "db.c"}, testRows(300))
-	paths, err := filepath.Glob(filepath.Join(tg.Warehouse, "db.db", "c", "data", "*.parquet"))
-	if err != nil || len(paths) != 1 {
-		t.Fatalf("data files %v, %v: want one", paths, err)
-	}
-	b, err := os.ReadFile(paths[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, err = pqdamage.SetEncoding(b, 1, format.DeltaLengthByteArray); err != nil { // score, DOUBLE
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(paths[0], b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	undecodableTable(t, tg, "c", 1) // score, DOUBLE
 	for _, tc := range []struct {
 		name   string
 		cfg    ReadConfig
