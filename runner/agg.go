@@ -101,6 +101,9 @@ type aggNode struct {
 	late lateRoute
 	// checked is agg when it can refuse an element (nil otherwise).
 	checked contract.RejectingAggregator
+	// ctxOut is agg when its Output may block and takes the run's
+	// context (nil otherwise).
+	ctxOut contract.ContextAggregator
 	// adoptedRej is agg when it carries adopted accumulators over lazily
 	// and this node adopted some (an update in place); nil otherwise.
 	// mergedRejects holds what mergeInto took of the accumulators it
@@ -135,6 +138,7 @@ func newAggNode(w *worker, sp *stepPlan, out *outputs) (*aggNode, error) {
 		late:    newLateRoute(w, sp, out),
 	}
 	n.checked, _ = n.agg.(contract.RejectingAggregator)
+	n.ctxOut, _ = n.agg.(contract.ContextAggregator)
 	if ek, ok := n.agg.(contract.EncodedKeyer); ok && ek.KeysFromEncoding() {
 		n.ek = ek
 	}
@@ -637,7 +641,12 @@ func (n *aggNode) evaluate(kg uint16, k *aggKey, ws *winState, now mtime.Time) e
 		if err != nil {
 			return err
 		}
-		v := n.agg.Output(key, acc, ws.w, f.Pane)
+		var v any
+		if n.ctxOut != nil {
+			v = n.ctxOut.OutputContext(n.w.r.ctx, key, acc, ws.w, f.Pane)
+		} else {
+			v = n.agg.Output(key, acc, ws.w, f.Pane)
+		}
 		if n.adoptedRej != nil && n.adoptedRej.PendingStateRejects() {
 			if err := n.reportAdopted(k, ws.w, acc); err != nil {
 				return err

@@ -146,3 +146,33 @@ func sqliteRows(t *testing.T, db, query string) []string {
 	}
 	return got
 }
+
+// TestCancelEndsALongSqlPane: a job whose Sql pane runs a query that
+// would go on until its five-minute bound is cancelled at once — the
+// run's cancellation ends the query — instead of after the query.
+func TestCancelEndsALongSqlPane(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openService(t, filepath.Join(dir, "data"))
+	j := submit(t, s, "endless", `pipeline:
+  transforms:
+    - type: Create
+      name: Clicks
+      config: {elements: [{user: a}, {user: b}, {user: c}]}
+    - type: Sql
+      name: Endless
+      input: Clicks
+      config:
+        query: "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) AS n FROM PCOLLECTION, c"
+    - type: LogForTesting
+      input: Endless
+`, dir)
+	// Once the window's rows are in, its pane runs the endless query.
+	waitElements(t, s, j.ID, "Endless/group", 3)
+	if _, err := s.Cancel(context.Background(), j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitState(t, s, j.ID, record.StateCancelled); got.State != record.StateCancelled {
+		t.Fatalf("job %s, want CANCELLED", got.State)
+	}
+}

@@ -138,6 +138,15 @@ type Aggregator interface {
 	Output(key any, acc any, w window.Window, p window.PaneInfo) any
 }
 
+// ContextAggregator is an Aggregator whose Output may block for long (a
+// query over the pane's rows): the executor calls OutputContext, with the
+// run's context, instead of Output, so that cancelling the run (a job's
+// cancel, a server's stop) ends the call instead of waiting for it.
+type ContextAggregator interface {
+	Aggregator
+	OutputContext(ctx context.Context, key any, acc any, w window.Window, p window.PaneInfo) any
+}
+
 // RejectingAggregator is an Aggregator that can refuse an element, for
 // example one that would overflow an integer sum. The executor calls
 // AddInputErr instead of AddInput: a returned error (an *ElementError

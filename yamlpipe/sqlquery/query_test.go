@@ -383,3 +383,35 @@ func TestAggregatorReusesItsDatabases(t *testing.T) {
 		t.Errorf("a pane after the idle databases closed: %s", msg)
 	}
 }
+
+// TestRunEndsWithItsContext: a pane's query that would run until
+// RunTimeout (five minutes) ends once the run's context is cancelled — a
+// job's cancel or a server's stop does not wait for it — failing the pane
+// with the cancellation.
+func TestRunEndsWithItsContext(t *testing.T) {
+	q, err := Compile(context.Background(), "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) AS n FROM PCOLLECTION, c", []Table{{Name: DefaultTable, Schema: clicks}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := NewAggregator(q, nil)
+	acc := a.NewAccumulator()
+	union := row.MustSchema(row.Field{Name: "tag", Type: row.Of(row.KindInt)}, row.Field{Name: "in0", Type: row.RowOf(clicks)})
+	acc = a.AddInput(acc, &contract.Element{Value: &row.Row{Schema: union, Values: []any{int64(0), &row.Row{Schema: clicks, Values: []any{"u", int64(1), true, nil, nil}}}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *row.Row, 1)
+	go func() { done <- a.OutputContext(ctx, nil, acc, window.Global, window.PaneInfo{}).(*row.Row) }()
+	select {
+	case out := <-done:
+		t.Fatalf("the endless query ended by itself: %v", out)
+	case <-time.After(100 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case out := <-done:
+		if msg, _ := out.Values[1].(string); !strings.Contains(msg, "interrupted") && !strings.Contains(msg, "context canceled") {
+			t.Errorf("output = %v, want the cancellation's error", out)
+		}
+	case <-time.After(time.Minute): // RunTimeout is five
+		t.Fatal("the query did not end with its context")
+	}
+}

@@ -191,11 +191,18 @@ func NewAggregator(q *Query, appendKeyValue func(dst []byte, v any) []byte) *Agg
 	return a
 }
 
-// Output implements contract.Aggregator: the query's result over the
-// pane's rows, or the error it failed with (EmitFn makes it a reject).
-func (a *Aggregator) Output(_ any, acc any, _ window.Window, _ window.PaneInfo) any {
+// Output implements contract.Aggregator: OutputContext without a run's
+// context.
+func (a *Aggregator) Output(key any, acc any, w window.Window, p window.PaneInfo) any {
+	return a.OutputContext(context.Background(), key, acc, w, p)
+}
+
+// OutputContext implements contract.ContextAggregator: the query's result
+// over the pane's rows, or the error it failed with (EmitFn makes it a
+// reject), within RunTimeout and ctx (a cancelled run ends the query).
+func (a *Aggregator) OutputContext(ctx context.Context, _ any, acc any, _ window.Window, _ window.PaneInfo) any {
 	tables := acc.(*join.Acc).Rows
-	ctx, cancel := context.WithTimeout(context.Background(), RunTimeout)
+	ctx, cancel := context.WithTimeout(ctx, RunTimeout)
 	defer cancel()
 	res, err := func() ([]*row.Row, error) {
 		d := a.dbs.take()
