@@ -152,18 +152,15 @@ func (c *fbCheck) field(t fbTable, i, size int) (int, error) {
 	return t.pos + off, nil
 }
 
-// scalar returns the value of the scalar field i of t, of size 1, 2 or 8
+// scalar returns the value of the scalar field i of t, of size 1 or 8
 // bytes (0 when absent).
 func (c *fbCheck) scalar(t fbTable, i, size int) (int64, error) {
 	p, err := c.field(t, i, size)
 	if p == 0 || err != nil {
 		return 0, err
 	}
-	switch size {
-	case 1:
+	if size == 1 {
 		return int64(c.b[p]), nil
-	case 2:
-		return int64(int16(binary.LittleEndian.Uint16(c.b[p:]))), nil
 	}
 	return int64(binary.LittleEndian.Uint64(c.b[p:])), nil
 }

@@ -270,6 +270,15 @@ func (sp *split) start(ctx context.Context) error {
 				return err
 			}
 		}
+		read := ids // of the task's data file
+		if len(t.EqualityDeleteFiles) > 0 {
+			read = maps.Clone(ids)
+			for _, d := range t.EqualityDeleteFiles {
+				for _, id := range d.EqualityFieldIDs() {
+					read[id] = true
+				}
+			}
+		}
 		// Only once every file of the task is allowed: a check opens them.
 		for _, f := range files {
 			if checked[f.FilePath()] {
@@ -279,15 +288,6 @@ func (sp *split) start(ctx context.Context) error {
 			p, err := FilePath(f.FilePath())
 			if err != nil {
 				return fmt.Errorf("%w: table file %s: %v", ErrConfig, f.FilePath(), err)
-			}
-			read := ids
-			if len(t.EqualityDeleteFiles) > 0 {
-				read = maps.Clone(ids)
-				for _, d := range t.EqualityDeleteFiles {
-					for _, id := range d.EqualityFieldIDs() {
-						read[id] = true
-					}
-				}
 			}
 			if err := checkTableFile(ctx, f, p, read); err != nil {
 				return fmt.Errorf("reading %s: %w", sp.s.cfg.Table, err)
